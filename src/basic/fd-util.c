@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "fd-util.h"
+#include "missing.h"
+
+char *format_proc_fd_path(char buf[static PROC_FD_PATH_MAX], int fd) {
+        snprintf(buf, PROC_FD_PATH_MAX, "/proc/self/fd/%i", fd);
+        return buf;
+}
+
+#define MAX_FDS 64
+
+int send_with_fds(int sock, const void *data, size_t size, const int *fds, size_t n_fds) {
+        union {
+                struct cmsghdr cmsghdr;
+                uint8_t buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+        } control = {};
+        struct iovec iov = { .iov_base = (void *) data, .iov_len = size };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+        if (n_fds > MAX_FDS)
+                return -E2BIG;
+        if (n_fds > 0) {
+                struct cmsghdr *c;
+
+                mh.msg_control = &control;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+                c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+                memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+        }
+        if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0)
+                return negative_errno();
+        return 0;
+}
+
+int recv_with_fds(int sock, char **ret_data, int *fds, size_t max_fds, size_t *ret_n_fds) {
+        union {
+                struct cmsghdr cmsghdr;
+                uint8_t buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+        } control = {};
+        _cleanup_free_ char *buf = NULL;
+        struct iovec iov;
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
+                             .msg_controllen = sizeof(control) };
+        size_t n = 0;
+        ssize_t k;
+
+        /* SOCK_SEQPACKET keeps message boundaries; peek for the size first. */
+        k = recv(sock, NULL, 0, MSG_PEEK | MSG_TRUNC);
+        if (k < 0)
+                return negative_errno();
+        buf = malloc(k + 1);
+        if (!buf)
+                return -ENOMEM;
+        iov = (struct iovec) { .iov_base = buf, .iov_len = k };
+        k = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        if (k < 0)
+                return negative_errno();
+        buf[k] = 0;
+
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                size_t m;
+
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                m = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < m; i++) {
+                        int fd;
+                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                        if (n < max_fds)
+                                fds[n++] = fd;
+                        else
+                                safe_close(fd);
+                }
+        }
+        if (k == 0 && n == 0)
+                return -ECONNRESET;
+        *ret_n_fds = n;
+        *ret_data = TAKE_PTR(buf);
+        return 0;
+}
+
+int fd_mount_id(int fd, const char *path, uint64_t *ret, bool *ret_is_mount_root) {
+        struct statx sx = {};
+
+        if (statx(fd, path ?: "", (path ? 0 : AT_EMPTY_PATH) | AT_SYMLINK_NOFOLLOW,
+                  STATX_MNT_ID_UNIQUE, &sx) < 0)
+                return negative_errno();
+        if (!(sx.stx_mask & (STATX_MNT_ID_UNIQUE | STATX_MNT_ID)))
+                return -EOPNOTSUPP;
+        if (ret)
+                *ret = sx.stx_mnt_id;
+        if (ret_is_mount_root)
+                *ret_is_mount_root = sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT &&
+                                     sx.stx_attributes & STATX_ATTR_MOUNT_ROOT;
+        return 0;
+}

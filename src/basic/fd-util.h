@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "macro.h"
+
+#define PROC_FD_PATH_MAX (sizeof("/proc/self/fd/") + 12)
+#define FORMAT_PROC_FD_PATH(fd) format_proc_fd_path((char[PROC_FD_PATH_MAX]){}, (fd))
+char *format_proc_fd_path(char buf[static PROC_FD_PATH_MAX], int fd);
+
+/* Send and receive a message plus up to 'n_fds' file descriptors over a SOCK_SEQPACKET socket. */
+int send_with_fds(int sock, const void *data, size_t size, const int *fds, size_t n_fds);
+/* Receives into a freshly allocated, NUL-terminated buffer; fds received get O_CLOEXEC. */
+int recv_with_fds(int sock, char **ret_data, int *fds, size_t max_fds, size_t *ret_n_fds);
+
+/* Mount identity of the mount an fd (or dir_fd + path) is on. Prefers the 64-bit unique id of
+ * Linux 6.8, falls back to the reusable id. */
+int fd_mount_id(int fd, const char *path, uint64_t *ret, bool *ret_is_mount_root);

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "macro.h"
+
+/* String lists: NULL-terminated arrays of malloc'ed strings. */
+typedef char **strv_t;
+void strv_free(char **l);
+static inline void strv_freep(char ***l) {
+        strv_free(*l);
+}
+#define _cleanup_strv_free_ _cleanup_(strv_freep)
+size_t strv_length(char *const *l);
+int strv_push(char ***l, char *value);         /* takes ownership of value, also on failure */
+int strv_extend(char ***l, const char *value); /* copies value */
+bool strv_contains(char *const *l, const char *value);
+char *strv_join(char *const *l, const char *separator);
+int strv_split(const char *s, const char *separators, char ***ret);
+#define STRV_FOREACH(s, l) for (char *const *s = (l); s && *s; s++)
+
+char *path_join(const char *a, const char *b);
+char *strjoin3(const char *a, const char *b, const char *c);
+bool endswith(const char *s, const char *suffix);
+const char *startswith(const char *s, const char *prefix);
+char *strstrip(char *s);
+
+/* Read a whole regular file below dir_fd (symlinks resolved as if dir_fd were the root, at most
+ * max_size bytes). Returns 0 and a NUL-terminated buffer. */
+int read_file_at(int dir_fd, const char *path, size_t max_size, char **ret, size_t *ret_size);
+int read_fd_full(int fd, size_t max_size, char **ret, size_t *ret_size);
+/* Write a file atomically: temporary file in the same directory, fsync, rename. */
+int write_file_atomic_at(int dir_fd, const char *path, const char *content, mode_t mode);
+int mkdir_p_at(int dir_fd, const char *path, mode_t mode);
+
+/* Version comparison in the spirit of strverscmp_improved(): digits compare as numbers,
+ * '~' sorts before everything (pre-releases), '-' and '^' separate segments, letters compare
+ * as text and sort after digits. */
+int version_compare(const char *a, const char *b);
+
+uint64_t now_realtime_usec(void);
+uint64_t now_monotonic_usec(void);
+char *format_timestamp(uint64_t usec); /* "Thu 2026-12-03 08:30:00 UTC" */
+
+int random_hex(size_t n_bytes, char **ret);

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "image.h"
+#include "journal.h"
+
+/* The engine: merge, refresh, unmerge, list and status on one root.  The CLI verb and the
+ * D-Bus method call the same functions.  Functions log what they do; a failure is logged once
+ * and its message is also kept in Engine.error for the bus. */
+
+typedef struct EngineConfig {
+        char **search_dirs; /* relative to the root: "etc/extensions", ... */
+        char **hierarchies; /* relative to the root: "usr", "opt" */
+        bool noexec;
+        bool strict;         /* a refused image fails the whole transition */
+        bool allow_degraded; /* no MOVE_MOUNT_BENEATH: accept unmount-then-mount */
+} EngineConfig;
+
+int engine_config_default(EngineConfig *ret);
+void engine_config_done(EngineConfig *c);
+
+typedef enum EngineError {
+        ENGINE_OK,
+        ENGINE_ERROR_FAILED,
+        ENGINE_ERROR_NO_IMAGES,
+        ENGINE_ERROR_ALREADY_MERGED,
+        ENGINE_ERROR_IMAGE_REFUSED,
+        ENGINE_ERROR_KERNEL_REFUSED,
+        ENGINE_ERROR_FOREIGN_MOUNT,
+        ENGINE_ERROR_BUSY,
+        _ENGINE_ERROR_MAX,
+} EngineError;
+
+typedef struct Engine {
+        char *root; /* absolute, "/" for the host */
+        int root_fd;
+        int lock_fd;
+        EngineConfig config;
+
+        EngineError error_kind; /* classification of the last failure */
+        char *error;            /* its message */
+} Engine;
+
+int engine_new(const char *root, EngineConfig *config, Engine **ret); /* takes *config */
+Engine *engine_free(Engine *e);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Engine *, engine_free);
+
+typedef enum EngineVerb {
+        ENGINE_MERGE,
+        ENGINE_REFRESH,
+        ENGINE_UNMERGE,
+} EngineVerb;
+
+typedef struct EngineOptions {
+        bool force;  /* refresh: rebuild even when nothing changed */
+        bool strict; /* in addition to the configuration */
+        bool noexec;
+} EngineOptions;
+
+/* Returns 1 when the tree changed, 0 when there was nothing to do, < 0 on failure. */
+int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o);
+
+/* Finishes or discards a transition that a crash interrupted (also done by every
+ * transition).  Takes the lock. */
+int engine_recover(Engine *e);
+
+/* Discovers and probes every image; the returned list holds verdicts and reasons, no mounts. */
+int engine_list(Engine *e, ImageList *ret);
+
+typedef struct HierarchyStatus {
+        char *path;        /* "/usr" as seen inside the root */
+        bool merged;       /* our overlay is the live top */
+        bool foreign_top;  /* something else is mounted on top of ours */
+        char **extensions; /* bottom to top */
+        uint64_t since;
+} HierarchyStatus;
+
+typedef struct EngineStatus {
+        uint64_t generation;
+        bool beneath; /* kernel has MOVE_MOUNT_BENEATH */
+        const char *mode; /* "beneath" or "degraded" or "unsupported" */
+        HierarchyStatus *hierarchies;
+        size_t n_hierarchies;
+        Journal journal; /* images of the last transition, with verdicts */
+} EngineStatus;
+
+void engine_status_done(EngineStatus *s);
+int engine_status(Engine *e, EngineStatus *ret);

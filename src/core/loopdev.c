@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Loop devices and the mounts made from them.
+ *
+ * Order of steps, and what a failure at each leaves behind:
+ *   1. LOOP_CTL_GET_FREE, open /dev/loopN        nothing (an unconfigured device)
+ *   2. LOOP_CONFIGURE (atomic attach)            EBUSY when another process took the device
+ *                                                first: pick the next one and retry
+ *   3. BLKGETDISKSEQ                             the device; closing our fd autoclears it
+ *   4. fsopen/fsconfig(source=/proc/self/fd/N)   same
+ *      CREATE_EXCL, fsmount (detached)
+ *   5. st_dev(mount) == st_rdev(loop), diskseq   a mismatch means the device was re-used for
+ *      re-read and compared                      other media between 3 and 4: refuse
+ * The detached mount lives as long as its fd (or a mount cloned from it), and keeps the loop
+ * device busy; when the last one goes, autoclear detaches the device.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "fd-util.h"
+#include "loopdev.h"
+#include "missing.h"
+#include "util.h"
+
+#ifdef SYSEXTD_TEST_HOOKS
+#include "testhook.h"
+#endif
+
+int loopdev_read_diskseq(int fd, uint64_t *ret) {
+        uint64_t seq = 0;
+
+        if (ioctl(fd, BLKGETDISKSEQ, &seq) < 0)
+                return negative_errno();
+        *ret = seq;
+        return 0;
+}
+
+LoopDevice *loopdev_free(LoopDevice *d) {
+        if (!d)
+                return NULL;
+        safe_close(d->fd);
+        free(d);
+        return NULL;
+}
+
+int loopdev_attach(int backing_fd, LoopDevice **ret) {
+        _cleanup_close_ int control = -EBADF;
+        struct loop_config config = {
+                .fd = backing_fd,
+                .info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO,
+        };
+        int r;
+
+        control = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+        if (control < 0)
+                return negative_errno();
+
+        for (unsigned attempt = 0; attempt < 64; attempt++) {
+                _cleanup_close_ int fd = -EBADF;
+                LoopDevice *d;
+                char node[32];
+                struct stat st;
+                int nr;
+
+                nr = ioctl(control, LOOP_CTL_GET_FREE);
+                if (nr < 0)
+                        return negative_errno();
+                snprintf(node, sizeof(node), "/dev/loop%i", nr);
+                fd = open(node, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+                if (fd < 0)
+                        return negative_errno();
+
+                r = ioctl(fd, LOOP_CONFIGURE, &config);
+                if (r < 0 && errno == EINVAL && (config.info.lo_flags & LO_FLAGS_DIRECT_IO)) {
+                        /* Older kernels refuse direct I/O on backing files that cannot do it. */
+                        config.info.lo_flags &= ~LO_FLAGS_DIRECT_IO;
+                        r = ioctl(fd, LOOP_CONFIGURE, &config);
+                }
+                if (r < 0) {
+                        if (errno == EBUSY)
+                                continue; /* raced with another attach, take the next device */
+                        return negative_errno();
+                }
+
+                if (fstat(fd, &st) < 0)
+                        return negative_errno();
+
+                d = calloc(1, sizeof(*d));
+                if (!d)
+                        return -ENOMEM;
+                d->nr = nr;
+                d->devnum = st.st_rdev;
+                d->fd = TAKE_FD(fd);
+                r = loopdev_read_diskseq(d->fd, &d->diskseq);
+                if (r < 0) {
+                        loopdev_free(d);
+                        return r;
+                }
+                *ret = d;
+                return 0;
+        }
+        return -EBUSY;
+}
+
+char *fs_context_message(int fs_fd) {
+        char buf[1024], *all = NULL;
+
+        for (;;) {
+                ssize_t n = read(fs_fd, buf, sizeof(buf) - 1);
+                char *joined;
+
+                if (n <= 0)
+                        break;
+                buf[n] = 0;
+                if (n > 0 && buf[n - 1] == '\n')
+                        buf[--n] = 0;
+                /* Lines are "e <msg>", "w <msg>" or "i <msg>": keep errors and warnings. */
+                if (buf[0] != 'e' && buf[0] != 'w')
+                        continue;
+                joined = strjoin3(all ?: "", all ? "; " : "", buf + 2);
+                free(all);
+                all = joined;
+                if (!all)
+                        break;
+        }
+        return all;
+}
+
+int loopdev_verify_mount(int mount_fd, dev_t devnum, int dev_fd, uint64_t diskseq, char **ret_message) {
+        struct stat st;
+        uint64_t now;
+        int r;
+
+        if (fstat(mount_fd, &st) < 0)
+                return negative_errno();
+        if (st.st_dev != devnum) {
+                if (asprintf(ret_message, "mounted file system is on device %u:%u, not on %u:%u",
+                             major(st.st_dev), minor(st.st_dev), major(devnum), minor(devnum)) < 0)
+                        return -ENOMEM;
+                return -EXDEV;
+        }
+        r = loopdev_read_diskseq(dev_fd, &now);
+        if (r < 0)
+                return r;
+        if (now != diskseq) {
+                if (asprintf(ret_message,
+                             "disk sequence number of the device changed from %llu to %llu between attach and mount (the device was re-used for other media)",
+                             (unsigned long long) diskseq, (unsigned long long) now) < 0)
+                        return -ENOMEM;
+                return -ESTALE;
+        }
+        return 0;
+}
+
+int loopdev_mount(LoopDevice *d, const char *fstype, unsigned attr_flags, int *ret_mount_fd, char **ret_message) {
+        _cleanup_close_ int fs_fd = -EBADF, mnt_fd = -EBADF;
+        int r;
+
+        fs_fd = fsopen(fstype, FSOPEN_CLOEXEC);
+        if (fs_fd < 0)
+                return negative_errno();
+        if (fsconfig(fs_fd, FSCONFIG_SET_STRING, "source", FORMAT_PROC_FD_PATH(d->fd), 0) < 0 ||
+            fsconfig(fs_fd, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0)
+                goto fail;
+
+#ifdef SYSEXTD_TEST_HOOKS
+        testhook_point("loop-before-mount", d->nr);
+#endif
+
+        /* CREATE_EXCL (6.6) refuses to share a superblock someone else already has on this
+         * device; older kernels only know CREATE. */
+        r = fsconfig(fs_fd, FSCONFIG_CMD_CREATE_EXCL, NULL, NULL, 0);
+        if (r < 0 && errno == EINVAL) {
+                _cleanup_free_ char *m = fs_context_message(fs_fd);
+                r = fsconfig(fs_fd, FSCONFIG_CMD_CREATE, NULL, NULL, 0);
+        }
+        if (r < 0)
+                goto fail;
+
+        mnt_fd = fsmount(fs_fd, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | attr_flags);
+        if (mnt_fd < 0)
+                goto fail;
+
+        r = loopdev_verify_mount(mnt_fd, d->devnum, d->fd, d->diskseq, ret_message);
+        if (r < 0)
+                return r;
+
+        *ret_mount_fd = TAKE_FD(mnt_fd);
+        return 0;
+
+fail:
+        r = negative_errno();
+        *ret_message = fs_context_message(fs_fd);
+        return r;
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "macro.h"
+
+/* A loop device attached by us.  The device is configured read-only and with autoclear, so it
+ * goes away by itself once the last user (our fd, or a superblock mounted from it) is gone:
+ * closing the fd of an unused device detaches it. */
+typedef struct LoopDevice {
+        int fd;           /* open block device, read-only */
+        int nr;           /* N of /dev/loopN */
+        dev_t devnum;     /* st_rdev of the device */
+        uint64_t diskseq; /* disk sequence number read right after LOOP_CONFIGURE */
+} LoopDevice;
+
+/* Attaches backing_fd to a free loop device with LOOP_CONFIGURE (read-only, autoclear, direct
+ * I/O where the backing file system allows it) and records the diskseq. */
+int loopdev_attach(int backing_fd, LoopDevice **ret);
+LoopDevice *loopdev_free(LoopDevice *d);
+DEFINE_TRIVIAL_CLEANUP_FUNC(LoopDevice *, loopdev_free);
+
+int loopdev_read_diskseq(int fd, uint64_t *ret);
+
+/* Mounts the file system on the loop device as a detached mount (fsopen/fsmount), from
+ * /proc/self/fd/N so that the mount uses exactly the device we hold, with CREATE_EXCL where the
+ * kernel has it so an existing superblock is never reused.  Then checks that the superblock is
+ * on our device and that the diskseq is unchanged.  On failure *ret_message may carry the
+ * kernel's own words from the fs context. */
+int loopdev_mount(LoopDevice *d, const char *fstype, unsigned attr_flags, int *ret_mount_fd, char **ret_message);
+
+/* The check of invariant 5, exposed for the mount of a verity device too. */
+int loopdev_verify_mount(int mount_fd, dev_t devnum, int dev_fd, uint64_t diskseq, char **ret_message);
+
+/* Reads the fs context's error messages ("e overlay: ..." lines) into one string. */
+char *fs_context_message(int fs_fd);

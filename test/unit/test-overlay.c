@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "overlay.h"
+#include "tests.h"
+#include "util.h"
+
+static const char *param(const OverlayPlan *p, const char *key, size_t nth) {
+        for (size_t i = 0; i < p->n; i++)
+                if (streq(p->params[i].key, key) && nth-- == 0)
+                        return p->params[i].value ?: "";
+        return NULL;
+}
+
+static size_t count(const OverlayPlan *p, const char *key) {
+        size_t n = 0;
+        for (size_t i = 0; i < p->n; i++)
+                n += streq(p->params[i].key, key);
+        return n;
+}
+
+int main(void) {
+        _cleanup_strv_free_ char **many = NULL, **layers = NULL, **odd = NULL, **one = NULL;
+        OverlayPlan p = {};
+
+        if (strv_split("i2/usr i1/usr b-usr m-usr", " ", &layers) < 0 ||
+            strv_split("dir:with:colons back\\slash", " ", &odd) < 0 || strv_split("b-usr", " ", &one) < 0)
+                return 1;
+
+        /* lowerdir+: one parameter per layer, top first, untrusted-layer options, ro. */
+        CHECK(overlay_plan_build(layers, true, &p) == 0);
+        CHECK(count(&p, "lowerdir+") == 4);
+        CHECK_STREQ(param(&p, "lowerdir+", 0), "i2/usr");
+        CHECK_STREQ(param(&p, "lowerdir+", 3), "m-usr");
+        CHECK_STREQ(param(&p, "source", 0), "sysextd");
+        CHECK_STREQ(param(&p, "redirect_dir", 0), "nofollow");
+        CHECK_STREQ(param(&p, "metacopy", 0), "off");
+        CHECK(param(&p, "ro", 0) != NULL);
+        CHECK(param(&p, "upperdir", 0) == NULL);
+        overlay_plan_done(&p);
+
+        /* Legacy: one string, top first, ':' and '\' escaped. */
+        CHECK(overlay_plan_build(layers, false, &p) == 0);
+        CHECK(count(&p, "lowerdir+") == 0);
+        CHECK_STREQ(param(&p, "lowerdir", 0), "i2/usr:i1/usr:b-usr:m-usr");
+        overlay_plan_done(&p);
+        CHECK(overlay_plan_build(odd, false, &p) == 0);
+        CHECK_STREQ(param(&p, "lowerdir", 0), "dir\\:with\\:colons:back\\\\slash");
+        overlay_plan_done(&p);
+        /* With lowerdir+ no escaping is needed. */
+        CHECK(overlay_plan_build(odd, true, &p) == 0);
+        CHECK_STREQ(param(&p, "lowerdir+", 0), "dir:with:colons");
+        overlay_plan_done(&p);
+
+        /* Limits: at least two layers, at most 500; the legacy string fits 256 bytes. */
+        CHECK(overlay_plan_build(one, true, &p) == -EINVAL);
+        for (int i = 0; i < 501; i++) {
+                char *s;
+                if (asprintf(&s, "i%d/usr", i) < 0 || strv_push(&many, s) < 0)
+                        return 1;
+        }
+        CHECK(overlay_plan_build(many, true, &p) == -EINVAL);
+        free(many[500]);
+        many[500] = NULL;
+        CHECK(overlay_plan_build(many, true, &p) == 0);
+        CHECK(count(&p, "lowerdir+") == 500);
+        overlay_plan_done(&p);
+        CHECK(overlay_plan_build(many, false, &p) == -E2BIG);
+
+        return tap_finish();
+}
