@@ -320,19 +320,18 @@ static void plans_free(HierarchyPlan *p, size_t n) {
 static bool images_unchanged(const ImageList *l, const Journal *j) {
         size_t n_seen = 0;
 
-        /* Same files with the same identity give the same verdicts; directories have no cheap
-         * identity for their content, so any directory image counts as changed. */
+        /* Same files with the same identity give the same verdicts.  Directories are compared
+         * by a stamp over every entry in them, so an edit inside one is noticed. */
         for (size_t i = 0; i < l->n; i++) {
                 const Image *img = &l->images[i];
                 bool found = false;
 
-                if (img->kind == IMAGE_DIRECTORY)
-                        return false;
                 for (size_t k = 0; k < j->n_images; k++) {
                         const JournalImage *m = &j->images[k];
                         if (streq(m->name, img->name) && streq(m->path, img->path) && m->dev == img->st.st_dev &&
                             m->ino == img->st.st_ino && m->size == (uint64_t) img->st.st_size &&
-                            m->mtime_nsec == (uint64_t) img->st.st_mtim.tv_sec * 1000000000ULL + img->st.st_mtim.tv_nsec)
+                            m->mtime_nsec == (uint64_t) img->st.st_mtim.tv_sec * 1000000000ULL + img->st.st_mtim.tv_nsec &&
+                            m->stamp == img->stamp)
                                 found = true;
                 }
                 if (!found)
@@ -360,6 +359,7 @@ static int record_images(Journal *j, const ImageList *l) {
                 m->ino = img->st.st_ino;
                 m->size = img->st.st_size;
                 m->mtime_nsec = (uint64_t) img->st.st_mtim.tv_sec * 1000000000ULL + img->st.st_mtim.tv_nsec;
+                m->stamp = img->stamp;
                 if (!m->name || !m->path || !m->kind || !m->verdict || (img->reason && !m->reason))
                         return -ENOMEM;
         }
@@ -629,7 +629,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                         r = staging_build(staging, images.images, images.n, reqs, n_reqs, noexec, &msg);
                         if (r < 0) {
                                 r = engine_fail(e, r == -ENOENT || r == -ENOTDIR ? ENGINE_ERROR_FAILED : ENGINE_ERROR_KERNEL_REFUSED,
-                                                r, "%s Nothing was changed.", msg ?: "Failed to build the new tree.");
+                                                r, "%s; nothing was changed.", msg ?: "Failed to build the new tree");
                                 goto finish;
                         }
                         for (size_t k = 0; k < n_reqs; k++)

@@ -12,7 +12,9 @@
  */
 #include <blkid.h>
 #include <dirent.h>
+#include <ftw.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 #include <sys/syscall.h>
 
 #include "image.h"
+#include "missing.h"
 #include "util.h"
 
 static const char *const kind_table[_IMAGE_KIND_MAX] = {
@@ -62,9 +65,33 @@ void image_list_free(ImageList *l) {
         *l = (ImageList) {};
 }
 
-bool image_same_identity(const struct stat *a, const struct stat *b) {
-        return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-               a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+static uint64_t stamp_value;
+
+static void stamp_mix(uint64_t v) {
+        /* FNV-1a over the 8 bytes of v. */
+        for (int i = 0; i < 8; i++) {
+                stamp_value ^= (v >> (8 * i)) & 0xff;
+                stamp_value *= 0x100000001b3ULL;
+        }
+}
+
+static int stamp_entry(const char *fpath, const struct stat *st, int typeflag, struct FTW *ftw) {
+        stamp_mix(st->st_ino);
+        stamp_mix(st->st_size);
+        stamp_mix((uint64_t) st->st_ctim.tv_sec * 1000000000ULL + st->st_ctim.tv_nsec);
+        stamp_mix((uint64_t) st->st_mtim.tv_sec * 1000000000ULL + st->st_mtim.tv_nsec);
+        for (const char *c = fpath; *c; c++)
+                stamp_mix((unsigned char) *c);
+        return 0;
+}
+
+int image_directory_stamp(const char *path, uint64_t *ret) {
+        /* nftw() has no user data pointer; this runs under the transition lock only. */
+        stamp_value = 0xcbf29ce484222325ULL;
+        if (nftw(path, stamp_entry, 16, FTW_PHYS | FTW_MOUNT) < 0)
+                return negative_errno();
+        *ret = stamp_value;
+        return 0;
 }
 
 static bool is_sidecar(const char *name) {
@@ -145,6 +172,8 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                                 return -ENOMEM;
                         }
                         l.n++;
+                        if (n->kind == IMAGE_DIRECTORY && image_directory_stamp(n->path, &n->stamp) < 0)
+                                n->stamp = 0; /* unreadable: the probe says why */
                 }
                 closedir(d);
         }
@@ -205,6 +234,64 @@ static int detect_kind(int fd, ImageKind *ret, char **ret_type) {
         return r < 0 ? -EIO : 0;
 }
 
+static uint32_t le32(const uint8_t *p) {
+        return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t) p[3] << 24;
+}
+
+static uint64_t le64(const uint8_t *p) {
+        return le32(p) | (uint64_t) le32(p + 4) << 32;
+}
+
+/* A truncated image may still mount (its superblock is intact) and fail only later, when a
+ * reader hits the missing blocks.  Compare the size the file system says it has with the
+ * size of the file, before anything is mounted. */
+static int check_size(int fd, ImageKind kind, uint64_t file_size, char **ret_message) {
+        uint8_t sb[2048];
+        uint64_t need = 0;
+        ssize_t n;
+
+        n = pread(fd, sb, sizeof(sb), 0);
+        if (n < 0)
+                return negative_errno();
+        if (n < (ssize_t) sizeof(sb)) {
+                if (asprintf(ret_message, "image is truncated: only %zd bytes", n) < 0)
+                        return -ENOMEM;
+                return -EBADMSG;
+        }
+
+        switch (kind) {
+        case IMAGE_EROFS: /* superblock at 1024: blkszbits u8 @12, blocks le32 @36 */
+                if (sb[1024 + 12] < 9 || sb[1024 + 12] > 16)
+                        break;
+                need = (uint64_t) le32(sb + 1024 + 36) << sb[1024 + 12];
+                break;
+        case IMAGE_SQUASHFS: /* bytes_used le64 @40 */
+                need = le64(sb + 40);
+                break;
+        case IMAGE_EXT4: { /* superblock at 1024: blocks_count_lo @4, log_block_size @24,
+                            * feature_incompat @96 (0x80: 64bit), blocks_count_hi @0x150 */
+                uint32_t log = le32(sb + 1024 + 24);
+                uint64_t blocks = le32(sb + 1024 + 4);
+                if (log > 6)
+                        break;
+                if (le32(sb + 1024 + 96) & 0x80)
+                        blocks |= (uint64_t) le32(sb + 1024 + 0x150) << 32;
+                need = blocks << (10 + log);
+                break;
+        }
+        default:
+                break;
+        }
+
+        if (need > file_size) {
+                if (asprintf(ret_message, "image is truncated: its %s file system needs %" PRIu64 " bytes, the file has %" PRIu64,
+                             image_kind_to_string(kind), need, file_size) < 0)
+                        return -ENOMEM;
+                return -EBADMSG;
+        }
+        return 0;
+}
+
 static int open_beneath(int dir_fd, const char *path, int flags) {
         struct open_how how = {
                 .flags = flags | O_CLOEXEC,
@@ -224,7 +311,10 @@ int image_probe(Image *img, const Release *host, char *const *hierarchies, unsig
         img->verdict = IMAGE_UNPROBED;
 
         if (img->kind == IMAGE_DIRECTORY) {
-                img->root_fd = open(img->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                /* A detached bind of the directory, made here in the caller's namespace: the
+                 * staging worker attaches it like an image mount (a mount of another namespace
+                 * cannot be cloned from inside the worker's). */
+                img->root_fd = open_tree(AT_FDCWD, img->path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
                 if (img->root_fd < 0)
                         return refuse(img, IMAGE_REFUSED, "cannot open directory: %m");
         } else {
@@ -248,6 +338,12 @@ int image_probe(Image *img, const Release *host, char *const *hierarchies, unsig
                                       "no file system recognised (expected erofs, squashfs or ext4; the image may be truncated or corrupt)");
                 }
                 fstype = img->kind == IMAGE_EXT4 ? "ext4" : image_kind_to_string(img->kind);
+
+                r = check_size(fd, img->kind, img->st.st_size, &msg);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0)
+                        return refuse(img, IMAGE_REFUSED, "%s", msg);
 
                 r = loopdev_attach(fd, &img->loop);
                 if (r < 0) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/stat.h>
 
 #include "loopdev.h"
@@ -34,6 +35,7 @@ typedef struct Image {
         char *path;     /* absolute path as seen by this process (including --root) */
         ImageKind kind;
         struct stat st; /* identity: st_dev, st_ino, size and mtime */
+        uint64_t stamp; /* directories: a hash over every entry's inode, size and ctime */
 
         ImageVerdict verdict;
         char *reason; /* why not compatible, for people */
@@ -64,5 +66,6 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
  * failures become IMAGE_REFUSED with a reason; only a failure to run at all is returned. */
 int image_probe(Image *img, const Release *host, char *const *hierarchies, unsigned mount_attrs);
 
-/* True when two images are the same file with the same content stamp. */
-bool image_same_identity(const struct stat *a, const struct stat *b);
+/* A hash over the identity (inode, size, ctime) of every entry below a directory: any edit
+ * inside the tree changes it, so a refresh notices edited directory images. */
+int image_directory_stamp(const char *path, uint64_t *ret);

@@ -172,6 +172,7 @@ int journal_from_json(const char *text, Journal *ret) {
                         m->ino = get_u64(e, "ino");
                         m->size = get_u64(e, "size");
                         m->mtime_nsec = get_u64(e, "mtime_nsec");
+                        m->stamp = get_u64(e, "stamp");
                         if (!m->name || !m->path)
                                 return -EBADMSG;
                 }
@@ -248,6 +249,7 @@ int journal_to_json(const Journal *j, char **ret) {
                 json_object_object_add(e, "ino", json_object_new_uint64(m->ino));
                 json_object_object_add(e, "size", json_object_new_uint64(m->size));
                 json_object_object_add(e, "mtime_nsec", json_object_new_uint64(m->mtime_nsec));
+                json_object_object_add(e, "stamp", json_object_new_uint64(m->stamp));
                 json_object_array_add(a, e);
         }
 

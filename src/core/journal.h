@@ -23,7 +23,7 @@ typedef struct JournalHierarchy {
 
 typedef struct JournalImage {
         char *name, *path, *kind, *verdict, *reason;
-        uint64_t dev, ino, size, mtime_nsec;
+        uint64_t dev, ino, size, mtime_nsec, stamp;
 } JournalImage;
 
 typedef struct JournalTransition {

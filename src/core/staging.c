@@ -124,7 +124,7 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, bool noexec,
 
         child_fds = malloc(sizeof(int) * (n_children ?: 1));
         if (!child_fds)
-                return worker_fail(w, ENOMEM, "Out of memory.");
+                return worker_fail(w, ENOMEM, "Out of memory");
         for (size_t i = 0; i < n_children; i++)
                 child_fds[i] = -EBADF;
 
@@ -149,7 +149,7 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, bool noexec,
 
         if (asprintf(&base, "b-%s", req->hierarchy) < 0 || asprintf(&meta, "m-%s", req->hierarchy) < 0 ||
             asprintf(&top, "t-%s", req->hierarchy) < 0) {
-                r = worker_fail(w, ENOMEM, "Out of memory.");
+                r = worker_fail(w, ENOMEM, "Out of memory");
                 goto finish;
         }
         base_fd = open_tree(AT_FDCWD, req->target, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
@@ -171,16 +171,16 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, bool noexec,
         for (size_t i = 0; i < req->n_layers; i++) {
                 char *l;
                 if (!attached[req->layers[i]]) {
-                        r = worker_fail(w, EINVAL, "Internal error: image %s not staged.", images[req->layers[i]].name);
+                        r = worker_fail(w, EINVAL, "Internal error: image %s not staged", images[req->layers[i]].name);
                         goto finish;
                 }
                 if (asprintf(&l, "i%zu/%s", req->layers[i], req->hierarchy) < 0 || strv_push(&layers, l) < 0) {
-                        r = worker_fail(w, ENOMEM, "Out of memory.");
+                        r = worker_fail(w, ENOMEM, "Out of memory");
                         goto finish;
                 }
         }
         if (strv_extend(&layers, base) < 0 || strv_extend(&layers, meta) < 0) {
-                r = worker_fail(w, ENOMEM, "Out of memory.");
+                r = worker_fail(w, ENOMEM, "Out of memory");
                 goto finish;
         }
 
@@ -214,13 +214,13 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, bool noexec,
                 rel = startswith(req->children[i], req->target);
                 where = path_join(top, rel ?: "");
                 if (!where) {
-                        r = worker_fail(w, ENOMEM, "Out of memory.");
+                        r = worker_fail(w, ENOMEM, "Out of memory");
                         goto finish;
                 }
                 if (move_mount(child_fds[i], "", AT_FDCWD, where, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
                         if (errno == ENOENT || errno == ENOTDIR)
                                 r = worker_fail(w, errno,
-                                                "Mount point %s of the mount below %s is missing in the new tree; an extension that provided it is gone. Unmount it first, or keep an image that has it.",
+                                                "Mount point %s of the mount below %s is missing in the new tree; an extension that provided it is gone. Unmount it first, or keep an image that has it",
                                                 req->children[i], req->target);
                         else
                                 r = worker_fail(w, errno, "Failed to re-create the mount %s on the new tree: %m", req->children[i]);
@@ -258,24 +258,19 @@ static int worker_run(Worker *w, const char *staging_dir, Image *images, size_t 
         /* Step 3, images: every image used by any hierarchy is attached once. */
         attached = calloc(n_images ?: 1, sizeof(bool));
         if (!attached)
-                return worker_fail(w, ENOMEM, "Out of memory.");
+                return worker_fail(w, ENOMEM, "Out of memory");
         for (size_t k = 0; k < n_reqs; k++)
                 for (size_t i = 0; i < reqs[k].n_layers; i++) {
                         size_t idx = reqs[k].layers[i];
                         Image *img = &images[idx];
-                        _cleanup_close_ int bind_fd = -EBADF;
                         char where[32];
 
                         if (attached[idx])
                                 continue;
+                        /* Raw images come as detached mounts of their file system, directories
+                         * as detached binds made in the caller's namespace. */
                         snprintf(where, sizeof(where), "i%zu", idx);
-                        if (img->kind == IMAGE_DIRECTORY) {
-                                bind_fd = open_tree(img->root_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-                                if (bind_fd < 0)
-                                        return worker_fail(w, errno, "Failed to bind %s: %m", img->path);
-                                r = attach_fd_at(bind_fd, where);
-                        } else
-                                r = attach_fd_at(img->root_fd, where);
+                        r = attach_fd_at(img->root_fd, where);
                         if (r < 0)
                                 return worker_fail(w, r, "Failed to stage %s: %m", img->path);
                         attached[idx] = true;
@@ -304,7 +299,7 @@ static _noreturn_ void worker_main(int sock, const char *staging_dir, Image *ima
         r = worker_run(&w, staging_dir, images, n_images, reqs, n_reqs, noexec);
         json_object_object_add(o, "error", json_object_new_int(r < 0 ? w.error : 0));
         if (r < 0)
-                json_object_object_add(o, "message", json_object_new_string(w.message ?: "Staging failed."));
+                json_object_object_add(o, "message", json_object_new_string(w.message ?: "Staging failed"));
         s = json_object_to_json_string(o);
         for (size_t k = 0; r >= 0 && k < n_reqs; k++)
                 fds[k] = reqs[k].tree_fd;
@@ -346,7 +341,7 @@ int staging_build(const char *staging_dir, Image *images, size_t n_images, Stagi
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
                 ;
         if (r < 0) {
-                if (asprintf(ret_message, "The staging worker died before answering (%s).",
+                if (asprintf(ret_message, "The staging worker died before answering (%s)",
                              WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "no reply") < 0)
                         *ret_message = NULL;
                 return -EIO;
@@ -367,7 +362,7 @@ int staging_build(const char *staging_dir, Image *images, size_t n_images, Stagi
         if (n_fds != n_reqs) {
                 for (size_t i = 0; i < n_fds; i++)
                         safe_close(fds[i]);
-                *ret_message = strdup("The staging worker returned the wrong number of trees.");
+                *ret_message = strdup("The staging worker returned the wrong number of trees");
                 return -EIO;
         }
         for (size_t i = 0; i < n_reqs; i++)
