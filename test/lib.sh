@@ -409,3 +409,75 @@ run_sysextd() {
 	fi
 	return 0
 }
+
+# ---------------------------------------------------------------- refresh tests
+
+# require_test_hooks — skip unless the binary under test was built with
+# -Dtest-hooks=true (its --version then says "+test-hooks").
+require_test_hooks() {
+	local v
+	v=$("$SYSEXTD" --version 2>/dev/null || true)
+	[[ "$v" == *"+test-hooks"* ]] ||
+		skip "$SYSEXTD was built without test hooks (--version: '$v'); configure with -Dtest-hooks=true"
+}
+
+# ours_at PATH — how many sysextd overlays (fstype overlay, source "sysextd")
+# are mounted at PATH in this namespace, covered or not.
+ours_at() {
+	awk -v p="$1" '$5 == p {
+		for (i = 7; $i != "-"; i++) ;
+		if ($(i + 1) == "overlay" && $(i + 2) == "sysextd") n++
+	} END { print n + 0 }' /proc/self/mountinfo
+}
+
+# top_mount_id PATH — mount id of the mount visible at PATH (top of the stack).
+top_mount_id() {
+	python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_PATH | os.O_DIRECTORY)
+for line in open("/proc/self/fdinfo/%d" % fd):
+    if line.startswith("mnt_id:"):
+        print(line.split()[1])
+' "$1"
+}
+
+# replace_image SRC DST — put a copy of SRC at DST as a new file (new inode,
+# new mtime): written to a temporary name in DST's directory, then renamed
+# over DST, the way an update tool replaces an image.
+replace_image() {
+	local tmp
+	tmp=$(dirname "$2")/.$(basename "$2").new
+	cp -- "$1" "$tmp" || fail "cannot copy $1 to $tmp"
+	mv -f -- "$tmp" "$2" || fail "cannot rename $tmp to $2"
+}
+
+# journal_has_pending — true if the journal still has a "pending" key.
+journal_has_pending() {
+	python3 -c '
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except FileNotFoundError:
+    sys.exit(1)
+sys.exit(0 if "pending" in d else 1)
+' "$R/run/sysextd/state.json"
+}
+
+# loop_count — number of loop devices backed by files under $R or $WORK.
+loop_count() {
+	local s
+	s=$(loop_snapshot)
+	if [[ -z "$s" ]]; then echo 0; else wc -l <<<"$s"; fi
+}
+
+# wait_loop_count N — wait up to 5 s for loop_count to become N.
+wait_loop_count() {
+	local i n
+	for ((i = 0; i < 50; i++)); do
+		n=$(loop_count)
+		[[ "$n" == "$1" ]] && return 0
+		sleep 0.1
+	done
+	fail "expected $1 loop device(s) backed by test files, found $n:
+$(loop_snapshot)"
+}

@@ -7,7 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "client.h"
+#include "settings.h"
+#include "daemon.h"
 #include "engine.h"
+#include "journal.h"
 #include "log.h"
 #include "output.h"
 #include "util.h"
@@ -59,7 +63,13 @@ static int parse_args(int argc, char **argv, Args *a) {
                         help();
                         return 0;
                 case ARG_VERSION:
-                        printf("sysextd %s\n", PACKAGE_VERSION);
+                        printf("sysextd %s%s\n", PACKAGE_VERSION,
+#ifdef SYSEXTD_TEST_HOOKS
+                               " +test-hooks"
+#else
+                               ""
+#endif
+                        );
                         return 0;
                 case ARG_ROOT:
                         a->root = optarg;
@@ -98,26 +108,35 @@ static int parse_args(int argc, char **argv, Args *a) {
         return 1;
 }
 
-static int run_local(const Args *a) {
+static int local_transition(Engine *e, EngineVerb verb, const EngineOptions *o, bool json) {
+        _cleanup_journal_ Journal j = {};
+        int r;
+
+        r = engine_transition(e, verb, o);
+        if (r < 0)
+                return r;
+        if (json) {
+                (void) journal_load(e->root_fd, &j);
+                printf("{\"generation\":%llu,\"changed\":%s}\n", (unsigned long long) j.generation, r > 0 ? "true" : "false");
+        }
+        return 0;
+}
+
+static int run_local(const Args *a, EngineConfig *config) {
         _cleanup_(engine_freep) Engine *e = NULL;
-        EngineConfig config;
         EngineOptions o = { .force = a->force, .strict = a->strict, .noexec = a->noexec };
         int r;
 
-        r = engine_config_default(&config);
-        if (r < 0)
-                return log_oom();
-        r = engine_new(a->root, &config, &e);
-        engine_config_done(&config);
+        r = engine_new(a->root, config, &e);
         if (r < 0)
                 return log_error_errno(r, "Failed to open the root %s: %m", a->root ?: "/");
 
         if (streq(a->verb, "merge"))
-                return engine_transition(e, ENGINE_MERGE, &o);
+                return local_transition(e, ENGINE_MERGE, &o, a->json);
         if (streq(a->verb, "refresh"))
-                return engine_transition(e, ENGINE_REFRESH, &o);
+                return local_transition(e, ENGINE_REFRESH, &o, a->json);
         if (streq(a->verb, "unmerge"))
-                return engine_transition(e, ENGINE_UNMERGE, &o);
+                return local_transition(e, ENGINE_UNMERGE, &o, a->json);
         if (streq(a->verb, "list")) {
                 _cleanup_image_list_ ImageList l = {};
                 json_object *j;
@@ -163,10 +182,29 @@ int main(int argc, char **argv) {
         if (r <= 0)
                 return r < 0 ? 2 : 0;
 
-        if (!a.no_bus) {
-                log_error("Talking to the sysextd daemon is not available in this build yet; use --no-bus.");
-                return 1;
+        if (streq(a.verb, "daemon") || a.no_bus) {
+                _cleanup_free_ char *msg = NULL;
+                EngineConfig config = {};
+                DaemonConfig dconfig = {};
+
+                r = config_load(a.root, a.config, &config, &dconfig, &msg);
+                if (r < 0) {
+                        log_error("%s", msg ?: "Failed to load the configuration.");
+                        return 1;
+                }
+                if (streq(a.verb, "daemon"))
+                        r = daemon_run(a.root, &config, &dconfig);
+                else
+                        r = run_local(&a, &config);
+                engine_config_done(&config);
+                return r < 0 ? 1 : 0;
         }
-        r = run_local(&a);
+
+        {
+                EngineOptions o = { .force = a.force, .strict = a.strict, .noexec = a.noexec };
+                if (a.config)
+                        log_warning("--config= is read by the daemon or with --no-bus; ignoring it for this call.");
+                r = client_run(a.verb, a.root, &o, a.json);
+        }
         return r < 0 ? 1 : 0;
 }

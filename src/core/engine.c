@@ -492,6 +492,25 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                                         goto finish;
                                 }
                 }
+                /* A broken update of an extension that is live now must not silently drop
+                 * it from the tree: keep the current tree and say why. */
+                if (verb == ENGINE_REFRESH)
+                        for (size_t i = 0; i < images.n; i++) {
+                                Image *img = &images.images[i];
+                                bool live = false;
+
+                                if (img->verdict != IMAGE_REFUSED)
+                                        continue;
+                                for (size_t k = 0; k < j.n_hierarchies; k++)
+                                        if (j.hierarchies[k].merged && strv_contains(j.hierarchies[k].extensions, img->name))
+                                                live = true;
+                                if (live) {
+                                        r = engine_fail(e, ENGINE_ERROR_IMAGE_REFUSED, EBADMSG,
+                                                        "Image %s was refused (%s); extension '%s' is merged now, so the current tree stays as it is.",
+                                                        img->path, img->reason, img->name);
+                                        goto finish;
+                                }
+                        }
                 if (n_compatible == 0 && verb == ENGINE_MERGE) {
                         r = engine_fail(e, ENGINE_ERROR_NO_IMAGES, ENOENT,
                                         "No suitable extensions found under %s (%zu incompatible, %zu refused); nothing was merged.",

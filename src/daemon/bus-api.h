@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The D-Bus interface, org.sysextd1(5). Shared by the daemon and its client. */
+
+#define SYSEXTD_BUS_NAME "org.sysextd1"
+#define SYSEXTD_BUS_PATH "/org/sysextd1"
+#define SYSEXTD_BUS_INTERFACE "org.sysextd1.Manager"
+
+#define SYSEXTD_ERROR_FAILED "org.sysextd1.Error.Failed"
+#define SYSEXTD_ERROR_NO_IMAGES "org.sysextd1.Error.NoImages"
+#define SYSEXTD_ERROR_ALREADY_MERGED "org.sysextd1.Error.AlreadyMerged"
+#define SYSEXTD_ERROR_IMAGE_REFUSED "org.sysextd1.Error.ImageRefused"
+#define SYSEXTD_ERROR_KERNEL_REFUSED "org.sysextd1.Error.KernelRefused"
+#define SYSEXTD_ERROR_FOREIGN_MOUNT "org.sysextd1.Error.ForeignMount"
+#define SYSEXTD_ERROR_BUSY "org.sysextd1.Error.Busy"
+#define SYSEXTD_ERROR_ACCESS_DENIED "org.sysextd1.Error.AccessDenied"
+#define SYSEXTD_ERROR_INVALID_OPTION "org.sysextd1.Error.InvalidOption"
+#define SYSEXTD_ERROR_WRONG_ROOT "org.sysextd1.Error.WrongRoot"
+
+/* Merge/Refresh/Unmerge(a{sv} options) -> (t generation, b changed, a(us) messages) */
+#define SYSEXTD_TRANSITION_REPLY "tba(us)"
+/* ListImages() -> a(sssss): name, kind, path, status, reason */
+#define SYSEXTD_IMAGE_STRUCT "(sssss)"
+/* GetStatus() -> (s mode, t generation, a(sbastb) hierarchies, a(ssss) skipped)
+ *   hierarchy: path, merged, extensions, since (usec, CLOCK_REALTIME), foreign mount on top
+ *   skipped:   name, path, status, reason */
+#define SYSEXTD_HIERARCHY_STRUCT "(sbastb)"
+#define SYSEXTD_SKIPPED_STRUCT "(ssss)"
+
+/* How long a client waits for a transition. */
+#define SYSEXTD_CALL_TIMEOUT_USEC (15ULL * 60ULL * 1000000ULL)

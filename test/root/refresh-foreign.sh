@@ -1,0 +1,151 @@
+#!/bin/bash
+# Only our own (issue 3, item 5): a mount that something else placed on top of
+# a hierarchy is never detached.
+#  (a) After merge, a tmpfs is mounted on top of usr: refresh and unmerge
+#      refuse with a message about the foreign mount, which stays on top; once
+#      it is gone, refresh and unmerge work.
+#  (b) usr is its own mount (a "partition") on an unmerged root: merge mounts
+#      on top of it, refresh keeps it, unmerge removes only sysextd's mount.
+set -euo pipefail
+# shellcheck source=test/lib.sh
+. "$(dirname "$0")/../lib.sh"
+enter_sandbox "$@"
+require_cmd mkfs.erofs
+require_fs erofs overlay
+make_root
+
+ext=$R/var/lib/extensions
+file=usr/share/app/version
+mkdir -p "$R/usr/share/app"
+echo base >"$R/$file"
+
+t=$(ext_tree app)
+ext_file "$t" "$file" v1
+ext_file "$t" opt/app/version v1
+mk_erofs "$t" "$WORK/v1.raw"
+ext_file "$t" "$file" v2
+ext_file "$t" opt/app/version v2
+mk_erofs "$t" "$WORK/v2.raw"
+loops_before=$(loop_snapshot)
+
+# stack_at PATH — "FSTYPE SOURCE" of each mount at PATH, bottom first (the
+# order of the parent chain, which after MOVE_MOUNT_BENEATH is not the order
+# of mountinfo).
+stack_at() {
+	python3 - "$1" <<'PY'
+import sys
+path = sys.argv[1]
+ms = {}
+for line in open("/proc/self/mountinfo"):
+    f = line.split()
+    if f[4] != path:
+        continue
+    sep = f.index("-")
+    ms[int(f[0])] = (int(f[1]), f[sep + 1], f[sep + 2])
+children = {p: i for i, (p, _, _) in ms.items()}
+bottom = [i for i, (p, _, _) in ms.items() if p not in ms]
+out = []
+cur = bottom[0] if bottom else None
+while cur is not None:
+    out.append("%s %s" % (ms[cur][1], ms[cur][2]))
+    cur = children.get(cur)
+print("\n".join(out))
+PY
+}
+
+# ---------------------------------------------------------------- (a)
+replace_image "$WORK/v1.raw" "$ext/app.raw"
+run_sysextd merge
+assert_ok merge
+assert_file_content "$R/$file" v1
+
+mount -t tmpfs foreign "$R/usr" || fail "cannot mount the foreign tmpfs"
+echo "foreign content" >"$R/usr/foreign-file"
+stack=$(stack_at "$R/usr")
+log "stack at usr (bottom first): $(tr '\n' ',' <<<"$stack")"
+assert_eq "$stack" $'overlay sysextd\ntmpfs foreign' "mount stack at usr"
+snapshot=$(mountinfo_under "$R")
+
+check "(a) refresh refuses with a message about the foreign mount, and leaves it on top"
+replace_image "$WORK/v2.raw" "$ext/app.raw"
+run_sysextd refresh
+assert_failed "refresh under a foreign mount"
+assert_contains "${ERR,,}" "foreign" "stderr of refresh"
+assert_contains "$ERR" "$R/usr" "stderr of refresh"
+assert_eq "$(stack_at "$R/usr")" $'overlay sysextd\ntmpfs foreign' "mount stack at usr after refresh"
+assert_file_content "$R/usr/foreign-file" "foreign content"
+assert_eq "$(mountinfo_under "$R")" "$snapshot" "mountinfo under the root after the refused refresh"
+
+check "(a) refresh --force refuses too"
+run_sysextd --force refresh
+assert_failed "refresh --force under a foreign mount"
+assert_contains "${ERR,,}" "foreign" "stderr of refresh --force"
+assert_eq "$(mountinfo_under "$R")" "$snapshot" "mountinfo under the root after the refused refresh --force"
+
+check "(a) unmerge refuses, and leaves the foreign mount on top"
+run_sysextd unmerge
+assert_failed "unmerge under a foreign mount"
+assert_contains "${ERR,,}" "foreign" "stderr of unmerge"
+assert_eq "$(stack_at "$R/usr")" $'overlay sysextd\ntmpfs foreign' "mount stack at usr after unmerge"
+assert_file_content "$R/usr/foreign-file" "foreign content"
+assert_eq "$(mountinfo_under "$R")" "$snapshot" "mountinfo under the root after the refused unmerge"
+
+check "(a) status still answers"
+run_sysextd status
+assert_ok "status under a foreign mount"
+
+check "(a) once the foreign mount is gone, refresh and unmerge work"
+umount "$R/usr"
+assert_file_content "$R/$file" v1
+run_sysextd refresh
+assert_ok "refresh after the foreign mount is gone"
+assert_file_content "$R/$file" v2
+assert_file_content "$R/opt/app/version" v2
+assert_eq "$(ours_at "$R/usr")" 1 "sysextd overlays at usr"
+run_sysextd unmerge
+assert_ok "unmerge after the foreign mount is gone"
+assert_file_content "$R/$file" base
+assert_eq "$(ours_at "$R/usr")" 0 "sysextd overlays at usr after unmerge"
+assert_eq "$(ours_at "$R/opt")" 0 "sysextd overlays at opt after unmerge"
+assert_loops_as_before "$loops_before"
+
+# ---------------------------------------------------------------- (b)
+check "(b) usr is its own mount: merge goes on top of it"
+mkdir -p "$WORK/usr-copy"
+cp -a "$R/usr/." "$WORK/usr-copy/"
+mount -t tmpfs usr-partition "$R/usr" || fail "cannot mount the usr partition"
+cp -a "$WORK/usr-copy/." "$R/usr/"
+echo "partition content" >"$R/usr/partition-file"
+echo "partition base" >"$R/$file"
+partition_before=$(mountinfo_under "$R/usr")
+
+replace_image "$WORK/v1.raw" "$ext/app.raw"
+run_sysextd merge
+assert_ok "merge on a usr partition"
+assert_file_content "$R/$file" v1
+assert_file_content "$R/usr/partition-file" "partition content"
+assert_eq "$(stack_at "$R/usr")" $'tmpfs usr-partition\noverlay sysextd' "mount stack at usr after merge"
+
+check "(b) refresh keeps the partition below"
+replace_image "$WORK/v2.raw" "$ext/app.raw"
+run_sysextd refresh
+assert_ok "refresh on a usr partition"
+assert_file_content "$R/$file" v2
+assert_eq "$(stack_at "$R/usr")" $'tmpfs usr-partition\noverlay sysextd' "mount stack at usr after refresh"
+
+check "(b) unmerge removes only sysextd's mount; the partition stays with its content"
+run_sysextd unmerge
+assert_ok "unmerge on a usr partition"
+assert_eq "$(stack_at "$R/usr")" "tmpfs usr-partition" "mount stack at usr after unmerge"
+assert_eq "$(mountinfo_under "$R/usr")" "$partition_before" "mountinfo under usr after unmerge"
+assert_file_content "$R/$file" "partition base"
+assert_file_content "$R/usr/partition-file" "partition content"
+assert_eq "$(fstype "$R/usr")" tmpfs "file system visible at usr"
+
+check "(b) a second unmerge has nothing to do and leaves the partition alone"
+run_sysextd unmerge
+assert_ok "second unmerge"
+assert_eq "$(stack_at "$R/usr")" "tmpfs usr-partition" "mount stack at usr after the second unmerge"
+assert_loops_as_before "$loops_before"
+
+echo "PASS"
