@@ -481,3 +481,27 @@ wait_loop_count() {
 	fail "expected $1 loop device(s) backed by test files, found $n:
 $(loop_snapshot)"
 }
+
+# loop_ids — our loop devices (see _our_loops) as "NAME MAJ:MIN INODE" of the
+# backing file: unlike loop_snapshot, unaffected by the backing file having
+# been renamed over or deleted since (as when an image is replaced).
+loop_ids() {
+	_our_loops
+}
+
+# assert_loop_ids_as_before SNAPSHOT — loop_ids is back to SNAPSHOT (waits up
+# to 5 s, like assert_loops_as_before).
+assert_loop_ids_as_before() {
+	local now i
+	for ((i = 0; i < 50; i++)); do
+		now=$(loop_ids)
+		[[ "$now" == "$1" ]] && return 0
+		sleep 0.1
+	done
+	fail "loop devices differ from before:
+--- before:
+$1
+--- now:
+$now
+$(losetup -l 2>/dev/null)"
+}

@@ -6,6 +6,11 @@
 #      it is gone, refresh and unmerge work.
 #  (b) usr is its own mount (a "partition") on an unmerged root: merge mounts
 #      on top of it, refresh keeps it, unmerge removes only sysextd's mount.
+#  (c) (needs a binary built with -Dtest-hooks=true) a foreign mount placed on
+#      top of usr in the middle of a refresh, after the new tree went beneath
+#      the old top: the refresh fails saying so and leaves the foreign mount
+#      alone; once it is gone, the next commands leave exactly one sysextd
+#      overlay at usr, showing the extension on disk, and unmerge leaves none.
 set -euo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -146,6 +151,50 @@ check "(b) a second unmerge has nothing to do and leaves the partition alone"
 run_sysextd unmerge
 assert_ok "second unmerge"
 assert_eq "$(stack_at "$R/usr")" "tmpfs usr-partition" "mount stack at usr after the second unmerge"
+assert_loops_as_before "$loops_before"
+umount "$R/usr"
+assert_file_content "$R/$file" base
+
+# ---------------------------------------------------------------- (c)
+if ! "$SYSEXTD" --version 2>/dev/null | grep -q '+test-hooks'; then
+	log "(c) skipped: $SYSEXTD was built without test hooks"
+	echo "PASS"
+	exit 0
+fi
+check "(c) a foreign mount placed on usr during the swap is left alone, and the refresh fails"
+replace_image "$WORK/v1.raw" "$ext/app.raw"
+run_sysextd merge
+assert_ok merge
+assert_file_content "$R/$file" v1
+replace_image "$WORK/v2.raw" "$ext/app.raw"
+SYSEXTD_TEST_HOOK=swap-after-beneath \
+	SYSEXTD_TEST_HOOK_EXEC="mount -t tmpfs late-foreign '$R/usr' && echo 'late foreign content' >'$R/usr/late-file'" \
+	run_sysextd refresh
+assert_failed "refresh with a foreign mount placed during the swap"
+assert_contains "${ERR,,}" "foreign" "stderr of refresh"
+stack=$(stack_at "$R/usr")
+log "stack at usr (bottom first): $(tr '\n' ',' <<<"$stack")"
+[[ "$(tail -n1 <<<"$stack")" == "tmpfs late-foreign" ]] ||
+	fail "the foreign mount is not on top of usr any more: $stack"
+assert_file_content "$R/usr/late-file" "late foreign content"
+
+check "(c) once the foreign mount is gone: one sysextd overlay at usr, with the extension on disk; unmerge leaves none"
+umount "$R/usr"
+run_sysextd status
+assert_ok "status after the foreign mount is gone"
+run_sysextd refresh
+assert_ok "refresh after the foreign mount is gone"
+bad=
+[[ "$(ours_at "$R/usr")" == 1 ]] || bad+="$(ours_at "$R/usr") sysextd overlays at usr after refresh (expected 1); "
+[[ "$(cat "$R/$file")" == v2 ]] || bad+="usr shows '$(cat "$R/$file")' after refresh, but v2 is the image on disk; "
+journal_has_pending && bad+="the journal still has a pending record; "
+run_sysextd unmerge
+assert_ok "unmerge"
+[[ "$(ours_at "$R/usr")" == 0 ]] || bad+="$(ours_at "$R/usr") sysextd overlays at usr after unmerge (expected 0); "
+[[ "$(cat "$R/$file")" == base ]] || bad+="usr shows '$(cat "$R/$file")' after unmerge, not the base; "
+[[ -z "$bad" ]] || fail "$bad
+mountinfo:
+$(mountinfo_under "$R")"
 assert_loops_as_before "$loops_before"
 
 echo "PASS"
