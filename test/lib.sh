@@ -214,7 +214,10 @@ _exit_handler() {
 		# Look the loop devices up while their backing files still have
 		# paths under $R; detach them once their mounts are gone.
 		leaked=$(_our_loops)
-		umount -R "$R" 2>/dev/null || umount -R -l "$R" 2>/dev/null
+		# umount -R gives up on a stack with covered mounts (e.g. the
+		# original usr/local below an overlay at usr: "not mounted");
+		# a lazy detach of $R itself takes its whole subtree.
+		umount -R "$R" 2>/dev/null || umount -R -l "$R" 2>/dev/null || umount -l "$R" 2>/dev/null
 		while read -r dev majmin ino; do
 			[[ -n "$dev" ]] && _detach_if_same "$dev" "$majmin" "$ino"
 		done <<<"$leaked"

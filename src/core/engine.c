@@ -83,6 +83,7 @@ Engine *engine_free(Engine *e) {
                 return NULL;
         safe_close(e->root_fd);
         safe_close(e->lock_fd);
+        image_list_free(&e->probed);
         engine_config_done(&e->config);
         free(e->root);
         free(e->error);
@@ -136,14 +137,21 @@ static void engine_unlock(Engine *e) {
         e->lock_fd = safe_close(e->lock_fd);
 }
 
-/* The marker id of the live top of a hierarchy, if it is ours. */
-static int live_top_id(const char *target, char **ret_id) {
+/* The marker id of the live top of a hierarchy, if it is ours, and whether it carries
+ * extensions (an overlay of the base alone, left by unmerge to keep mounts below it, does
+ * not). */
+static int live_top_id(const char *target, char **ret_id, bool *ret_has_extensions) {
         _cleanup_close_ int fd = open(target, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        struct stat st;
 
         *ret_id = NULL;
+        if (ret_has_extensions)
+                *ret_has_extensions = false;
         if (fd < 0)
                 return negative_errno();
-        (void) overlay_fd_is_ours(fd, ret_id);
+        if (overlay_fd_is_ours(fd, ret_id) && ret_has_extensions)
+                *ret_has_extensions = fstatat(fd, OVERLAY_MARKER_DIR "/extensions", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                                      st.st_size > 0;
         return 0;
 }
 
@@ -159,6 +167,7 @@ static int detach_top_if(const char *target, const char *expected_id) {
 }
 
 static int recover_locked(Engine *e, Journal *j) {
+        size_t n_kept = 0;
         int r;
 
         if (!j->pending)
@@ -173,12 +182,26 @@ static int recover_locked(Engine *e, Journal *j) {
 
                 if (!target)
                         return -ENOMEM;
-                r = live_top_id(target, &top);
+                r = live_top_id(target, &top, NULL);
+                if (r >= 0)
+                        r = mount_stack_read(target, &stack);
                 if (r < 0)
+                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to inspect %s: %m", target);
+
+                if (!top && t->new_id && stack.n_ours >= 2) {
+                        /* A foreign mount covers both our old top and the new tree beneath it:
+                         * nothing can be decided or detached under it.  Keep the record; the
+                         * transition is finished once the foreign mount is gone. */
+                        log_warning("A foreign mount (%s, source %s) covers an unfinished transition on %s; it is finished once that mount is gone.",
+                                    strna(stack.top_fstype), strna(stack.top_source), target);
+                        if (n_kept != i) {
+                                JournalTransition tmp = j->transitions[n_kept];
+                                j->transitions[n_kept] = *t;
+                                *t = tmp;
+                        }
+                        n_kept++;
                         continue;
-                r = mount_stack_read(target, &stack);
-                if (r < 0)
-                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read the mount table: %m");
+                }
 
                 if (t->new_id)
                         done = streq_ptr(top, t->new_id);
@@ -197,22 +220,33 @@ static int recover_locked(Engine *e, Journal *j) {
                 }
 
                 h = journal_find_hierarchy(j, t->hierarchy);
-                if (!h)
+                if (!h || done)
                         continue;
-                if (!done) {
-                        /* The swap never happened: the old state is still the live one. */
-                        log_info("Discarded an interrupted transition on %s; the previous tree is still in place.", target);
-                        free(h->id);
-                        h->id = t->old_id ? strdup(t->old_id) : NULL;
-                        h->merged = !!t->old_id;
-                        strv_free(h->extensions);
-                        h->extensions = t->old_extensions;
-                        t->old_extensions = NULL;
-                        h->since = t->old_since;
-                }
+
+                /* The swap never happened: the old state is still the live one. */
+                log_info("Discarded an interrupted transition on %s; the previous tree is still in place.", target);
+                /* The images recorded are the ones the discarded transition saw: forget them, so
+                 * that the next refresh rebuilds instead of finding them unchanged. */
+                journal_images_clear(j);
+                free(h->id);
+                h->id = t->old_id ? strdup(t->old_id) : NULL;
+                h->merged = !!t->old_extensions;
+                strv_free(h->extensions);
+                h->extensions = TAKE_PTR(t->old_extensions);
+                h->since = t->old_since;
         }
 
-        journal_pending_clear(j);
+        if (n_kept > 0) {
+                /* Drop the resolved records, keep the ones still covered. */
+                for (size_t i = n_kept; i < j->n_transitions; i++) {
+                        free(j->transitions[i].hierarchy);
+                        free(j->transitions[i].old_id);
+                        free(j->transitions[i].new_id);
+                        strv_free(j->transitions[i].old_extensions);
+                }
+                j->n_transitions = n_kept;
+        } else
+                journal_pending_clear(j);
         r = journal_save(e->root_fd, j);
         if (r < 0)
                 return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s: %m", e->root, JOURNAL_FILE);
@@ -242,6 +276,47 @@ static void log_verdict(const Image *img) {
                 log_info("Skipping %s: not compatible with this system: %s", img->path, img->reason ?: "");
 }
 
+static bool cache_lookup(Engine *e, Image *img, bool noexec) {
+        /* noexec is a property of the image mounts: only reuse the default ones. */
+        if (!e->cache || noexec || !overlay_detached_layers_supported())
+                return false;
+        for (size_t i = 0; i < e->cache->n; i++) {
+                const Image *c = &e->cache->images[i];
+                int fd;
+
+                if (c->verdict != IMAGE_COMPATIBLE || c->root_fd < 0 || !streq(c->path, img->path) ||
+                    c->st.st_dev != img->st.st_dev || c->st.st_ino != img->st.st_ino ||
+                    c->st.st_size != img->st.st_size || c->st.st_mtim.tv_sec != img->st.st_mtim.tv_sec ||
+                    c->st.st_mtim.tv_nsec != img->st.st_mtim.tv_nsec || c->stamp != img->stamp)
+                        continue;
+                fd = fcntl(c->root_fd, F_DUPFD_CLOEXEC, 3);
+                if (fd < 0)
+                        return false;
+                img->root_fd = fd;
+                img->kind = c->kind;
+                img->hierarchies = c->hierarchies;
+                img->verdict = IMAGE_COMPATIBLE;
+                log_debug("Reusing the mount of %s.", img->path);
+                return true;
+        }
+        return false;
+}
+
+/* Keeps the images that went into the new tree, for the next transition's cache. */
+static void keep_probed(Engine *e, ImageList *images) {
+        image_list_free(&e->probed);
+        for (size_t i = 0; i < images->n; i++) {
+                Image *img = &images->images[i];
+                if (img->verdict == IMAGE_COMPATIBLE && img->hierarchies != 0)
+                        continue;
+                img->root_fd = safe_close(img->root_fd);
+                img->loop = loopdev_free(img->loop);
+        }
+        e->probed = *images;
+        *images = (ImageList) {};
+        e->probed_valid = true;
+}
+
 static int probe_all(Engine *e, ImageList *l, bool noexec) {
         _cleanup_release_ Release host = {};
         int r;
@@ -256,6 +331,8 @@ static int probe_all(Engine *e, ImageList *l, bool noexec) {
                 return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to look for images under %s: %m", e->root);
 
         for (size_t i = 0; i < l->n; i++) {
+                if (cache_lookup(e, &l->images[i], noexec))
+                        continue;
                 r = image_probe(&l->images[i], &host, e->config.hierarchies, noexec ? MOUNT_ATTR_NOEXEC : 0);
                 if (r < 0)
                         return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to probe %s: %m", l->images[i].path);
@@ -292,6 +369,7 @@ typedef struct HierarchyPlan {
         char *target;
         bool exists;
         bool top_ours;
+        bool top_merged; /* ours, with extensions in it */
         char *top_id;
         MountStack stack;
         char **children;
@@ -373,7 +451,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         size_t n = strv_length(e->config.hierarchies), n_compatible = 0, n_refused = 0, n_incompatible = 0;
         HierarchyPlan *plans = NULL;
         bool strict = o->strict || e->config.strict, noexec = o->noexec || e->config.noexec;
-        bool any_ours = false, any_work = false;
+        bool any_ours = false, any_merged = false, any_work = false;
         int r;
 
         r = journal_load(e->root_fd, &j);
@@ -408,7 +486,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                         r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read the mount table for %s: %m", p->target);
                         goto finish;
                 }
-                r = live_top_id(p->target, &p->top_id);
+                r = live_top_id(p->target, &p->top_id, &p->top_merged);
                 if (r < 0) {
                         r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to open %s: %m", p->target);
                         goto finish;
@@ -416,6 +494,8 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 p->top_ours = !!p->top_id;
                 if (p->top_ours || p->stack.n_ours > 0)
                         any_ours = true;
+                if (p->top_merged)
+                        any_merged = true;
 
                 if (!p->top_ours && p->stack.n_ours > 0) {
                         if (verb == ENGINE_MERGE)
@@ -433,9 +513,9 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                                     p->target);
         }
 
-        if (verb == ENGINE_MERGE && any_ours) {
+        if (verb == ENGINE_MERGE && any_merged) {
                 for (size_t i = 0; i < n; i++)
-                        if (plans[i].top_ours) {
+                        if (plans[i].top_merged) {
                                 r = engine_fail(e, ENGINE_ERROR_ALREADY_MERGED, EBUSY,
                                                 "Extensions are already merged into %s; use 'sysextd refresh' to update them or 'sysextd unmerge' first.",
                                                 plans[i].target);
@@ -567,7 +647,12 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                                 r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read the mounts below %s: %m", p->target);
                                 goto finish;
                         }
-                        p->plan = strv_length(p->children) > 0 ? PLAN_BASE : PLAN_DETACH;
+                        /* Mounts below keep an overlay of the base alone in place; one that is
+                         * already that stays as it is. */
+                        if (strv_length(p->children) == 0)
+                                p->plan = PLAN_DETACH;
+                        else
+                                p->plan = p->top_merged ? PLAN_BASE : PLAN_KEEP;
                 } else
                         p->plan = PLAN_KEEP;
 
@@ -594,7 +679,10 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         }
 
         if (!any_work) {
-                log_info("Nothing to do under %s.", e->root);
+                if (verb == ENGINE_UNMERGE)
+                        log_info("No extensions are merged under %s, nothing to do.", e->root);
+                else
+                        log_info("Nothing to do under %s.", e->root);
                 r = 0;
                 goto finish;
         }
@@ -758,6 +846,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s: %m", e->root, JOURNAL_FILE);
                 goto finish;
         }
+        keep_probed(e, &images);
         r = 1;
 
 finish:
@@ -772,6 +861,8 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
         e->error_kind = ENGINE_OK;
         free(e->error);
         e->error = NULL;
+        image_list_free(&e->probed);
+        e->probed_valid = false;
 
         r = engine_lock(e);
         if (r < 0)
@@ -819,7 +910,7 @@ int engine_status(Engine *e, EngineStatus *ret) {
                         engine_status_done(&s);
                         return -ENOMEM;
                 }
-                if (live_top_id(target, &id) < 0)
+                if (live_top_id(target, &id, NULL) < 0)
                         continue;
                 if (mount_stack_read(target, &stack) >= 0)
                         h->foreign_top = !id && stack.n_ours > 0;

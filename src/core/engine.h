@@ -42,6 +42,16 @@ typedef struct Engine {
 
         EngineError error_kind; /* classification of the last failure */
         char *error;            /* its message */
+
+        /* Images probed by earlier transitions, still mounted (detached), reused when the
+         * file is the same (path and identity) instead of being attached and mounted again.
+         * Borrowed; the daemon keeps it.  Used only where detached mounts can be overlay
+         * layers (Linux 6.15), since only then does building a tree leave them reusable. */
+        const ImageList *cache;
+        /* After a successful transition that probed images: the compatible ones that went
+         * into the tree, with their mounts: the next cache.  probed_valid says it is set. */
+        ImageList probed;
+        bool probed_valid;
 } Engine;
 
 int engine_new(const char *root, EngineConfig *config, Engine **ret); /* takes *config */

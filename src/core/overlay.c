@@ -165,6 +165,32 @@ int overlay_mount(char *const *layers, bool noexec, int *ret_mount_fd, char **re
         }
 }
 
+static int detached_tmpfs(void) {
+        _cleanup_close_ int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+
+        if (fs < 0 || fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return -EBADF;
+        return fsmount(fs, FSMOUNT_CLOEXEC, 0);
+}
+
+bool overlay_detached_layers_supported(void) {
+        static int cached = -1;
+
+        if (cached < 0) {
+                /* Two throw-away detached tmpfs mounts as the layers of an overlay: nothing is
+                 * attached anywhere, everything goes away with the fds. */
+                _cleanup_close_ int a = detached_tmpfs(), b = detached_tmpfs(), fs = fsopen("overlay", FSOPEN_CLOEXEC);
+                char pa[PROC_FD_PATH_MAX], pb[PROC_FD_PATH_MAX];
+
+                cached = a >= 0 && b >= 0 && fs >= 0 &&
+                         fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir+", format_proc_fd_path(pa, a), 0) >= 0 &&
+                         fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir+", format_proc_fd_path(pb, b), 0) >= 0 &&
+                         fsconfig(fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) >= 0 &&
+                         fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) >= 0;
+        }
+        return cached;
+}
+
 bool overlay_fd_is_ours(int fd, char **ret_id) {
         _cleanup_close_ int id_fd = -EBADF;
         struct statfs sfs;

@@ -39,5 +39,9 @@ int overlay_plan_build(char *const *layers, bool lowerdir_plus, OverlayPlan *ret
  * *ret_message carries the kernel's words on failure. */
 int overlay_mount(char *const *layers, bool noexec, int *ret_mount_fd, char **ret_message);
 
+/* Whether overlayfs takes detached mounts as layers (Linux 6.15): then image mounts are used
+ * through their fds, never attached, and can serve the next tree too.  Probed once. */
+bool overlay_detached_layers_supported(void);
+
 /* Says whether the mount whose root fd is given is one of ours: overlayfs and our marker. */
 bool overlay_fd_is_ours(int fd, char **ret_id);

@@ -12,7 +12,8 @@
  * Steps in the worker, per hierarchy (all inside the private namespace):
  *   1. clone every mount below the live hierarchy (open_tree CLONE|RECURSIVE);
  *   2. detach our overlays from the hierarchy while the top is ours -> the base is visible;
- *   3. bind the base to "b-H", write the marker layer "m-H", attach each image at "iN";
+ *   3. bind the base to "b-H", write the marker layer "m-H"; images are used through their
+ *      detached mount fds ("/proc/self/fd/N", Linux 6.15) or, before, attached at "iN";
  *   4. fsmount the overlay (layers "iN/H"..., "b-H", "m-H") and attach it at "t-H";
  *   5. attach the clones from 1 at their paths on "t-H" (a missing mount point fails here);
  *   6. open_tree(CLONE|RECURSIVE) "t-H" and send that fd to the parent.
@@ -114,7 +115,7 @@ static int clone_children(Worker *w, StagingRequest *req, int *fds) {
         return 0;
 }
 
-static int build_one(Worker *w, Image *images, StagingRequest *req, bool noexec, const bool *attached) {
+static int build_one(Worker *w, Image *images, StagingRequest *req, bool noexec, char *const *image_dirs) {
         _cleanup_free_ char *base = NULL, *meta = NULL, *top = NULL, *msg = NULL;
         _cleanup_strv_free_ char **layers = NULL;
         size_t n_children = strv_length(req->children);
@@ -170,11 +171,11 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, bool noexec,
 
         for (size_t i = 0; i < req->n_layers; i++) {
                 char *l;
-                if (!attached[req->layers[i]]) {
+                if (!image_dirs[req->layers[i]]) {
                         r = worker_fail(w, EINVAL, "Internal error: image %s not staged", images[req->layers[i]].name);
                         goto finish;
                 }
-                if (asprintf(&l, "i%zu/%s", req->layers[i], req->hierarchy) < 0 || strv_push(&layers, l) < 0) {
+                if (asprintf(&l, "%s/%s", image_dirs[req->layers[i]], req->hierarchy) < 0 || strv_push(&layers, l) < 0) {
                         r = worker_fail(w, ENOMEM, "Out of memory");
                         goto finish;
                 }
@@ -243,7 +244,8 @@ finish:
 
 static int worker_run(Worker *w, const char *staging_dir, Image *images, size_t n_images, StagingRequest *reqs,
                       size_t n_reqs, bool noexec) {
-        _cleanup_free_ bool *attached = NULL;
+        _cleanup_strv_free_ char **image_dirs = NULL;
+        bool detached;
         int r;
 
         if (unshare(CLONE_NEWNS) < 0)
@@ -255,25 +257,34 @@ static int worker_run(Worker *w, const char *staging_dir, Image *images, size_t 
         if (chdir(staging_dir) < 0)
                 return worker_fail(w, errno, "Failed to enter %s: %m", staging_dir);
 
-        /* Step 3, images: every image used by any hierarchy is attached once. */
-        attached = calloc(n_images ?: 1, sizeof(bool));
-        if (!attached)
+        /* Step 3, images: every image used by any hierarchy is staged once, as its mount fd
+         * where the kernel takes detached layers, else attached at "iN". */
+        detached = overlay_detached_layers_supported();
+        image_dirs = calloc(n_images + 1, sizeof(char *));
+        if (!image_dirs)
                 return worker_fail(w, ENOMEM, "Out of memory");
         for (size_t k = 0; k < n_reqs; k++)
                 for (size_t i = 0; i < reqs[k].n_layers; i++) {
                         size_t idx = reqs[k].layers[i];
                         Image *img = &images[idx];
-                        char where[32];
+                        char *where;
 
-                        if (attached[idx])
+                        if (image_dirs[idx])
                                 continue;
+                        if (detached) {
+                                if (asprintf(&where, "/proc/self/fd/%i", img->root_fd) < 0)
+                                        return worker_fail(w, ENOMEM, "Out of memory");
+                                image_dirs[idx] = where;
+                                continue;
+                        }
                         /* Raw images come as detached mounts of their file system, directories
                          * as detached binds made in the caller's namespace. */
-                        snprintf(where, sizeof(where), "i%zu", idx);
+                        if (asprintf(&where, "i%zu", idx) < 0)
+                                return worker_fail(w, ENOMEM, "Out of memory");
+                        image_dirs[idx] = where;
                         r = attach_fd_at(img->root_fd, where);
                         if (r < 0)
                                 return worker_fail(w, r, "Failed to stage %s: %m", img->path);
-                        attached[idx] = true;
                 }
 
 #ifdef SYSEXTD_TEST_HOOKS
@@ -281,7 +292,7 @@ static int worker_run(Worker *w, const char *staging_dir, Image *images, size_t 
 #endif
 
         for (size_t k = 0; k < n_reqs; k++) {
-                r = build_one(w, images, &reqs[k], noexec, attached);
+                r = build_one(w, images, &reqs[k], noexec, image_dirs);
                 if (r < 0)
                         return r;
         }

@@ -9,8 +9,11 @@
  * beside the queue.  GetStatus and the properties read the journal and the mount table in
  * the bus process: they answer while a transition runs.
  *
- * A worker reports through a pipe: one JSON document with its result and the messages the
- * engine logged, read by an sd-event io source; an sd-event child source reaps it.  The job
+ * A worker reports through a socket: one JSON document with its result and the messages the
+ * engine logged, then, after a transition, the fds of the image mounts that went into the
+ * new tree.  The daemon keeps those as its image cache: the next transition reuses the mount
+ * of every image that did not change, so a refresh costs in proportion to what changed.
+ * An sd-event io source reads, an sd-event child source reaps.  The job
  * finishes when both have fired.  A worker that dies without a result fails its job with a
  * message that says so; the engine's journal takes care of the tree at the next job.
  */
@@ -20,6 +23,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-daemon.h>
@@ -27,10 +31,14 @@
 
 #include "bus-api.h"
 #include "daemon.h"
+#include "fd-util.h"
+#include "overlay.h"
 #include "log.h"
 #include "mounts.h"
 #include "swap.h"
 #include "util.h"
+
+#define WORKER_FDS_PER_MESSAGE 64
 
 typedef enum JobType {
         JOB_TRANSITION,
@@ -50,8 +58,9 @@ typedef struct Job {
         int fd;
         sd_event_source *io_source, *child_source;
         char *output;
-        size_t output_size;
         bool eof, exited;
+        ImageList received; /* the next cache, as the worker reports it */
+        size_t received_fds;
         int status;
 
         struct Job *next;
@@ -68,6 +77,10 @@ struct Manager {
         Job *lists; /* running ListImages workers */
         sd_event_source *idle_timer;
         uint64_t generation;
+
+        /* Image mounts kept between transitions (see Engine.cache): the images merged now.
+         * Replaced after every successful transition, from what its worker sends back. */
+        ImageList cache;
 };
 
 static const char *verb_name(EngineVerb v) {
@@ -105,6 +118,7 @@ static void job_free(Job *j) {
         safe_close(j->fd);
         sd_bus_message_unref(j->request);
         free(j->output);
+        image_list_free(&j->received);
         free(j);
 }
 
@@ -129,14 +143,19 @@ static void collect(int level, const char *message, void *userdata) {
 static _noreturn_ void worker_main(Manager *m, Job *j, int fd) {
         Collected c = { .messages = json_object_new_array() };
         json_object *o = json_object_new_object();
+        int fds[OVERLAY_LAYERS_MAX];
+        size_t n_fds = 0;
+        int sndbuf = 16 * 1024 * 1024;
         const char *s;
-        size_t left;
         sigset_t ss;
         int r;
 
         sigemptyset(&ss);
         (void) sigprocmask(SIG_SETMASK, &ss, NULL);
         log_set_sink(collect, &c);
+        m->engine->cache = &m->cache;
+        /* One message carries the whole result document: make room for a large one. */
+        (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf));
 
         if (j->type == JOB_TRANSITION) {
                 _cleanup_journal_ Journal journal = {};
@@ -166,17 +185,40 @@ static _noreturn_ void worker_main(Manager *m, Job *j, int fd) {
         json_object_object_add(o, "error", json_object_new_string(m->engine->error ?: ""));
         json_object_object_add(o, "messages", c.messages);
 
-        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-        for (left = strlen(s); left > 0;) {
-                ssize_t k = write(fd, s, left);
-                if (k < 0) {
-                        if (errno == EINTR)
+        /* The images that went into the new tree, with their mounts, become the daemon's
+         * cache: describe them in the document, send their fds after it. */
+        if (j->type == JOB_TRANSITION && r >= 0 && m->engine->probed_valid) {
+                json_object *a = json_object_new_array();
+
+                for (size_t i = 0; i < m->engine->probed.n; i++) {
+                        const Image *img = &m->engine->probed.images[i];
+                        json_object *e;
+
+                        if (img->root_fd < 0 || n_fds >= ELEMENTSOF(fds))
                                 continue;
-                        _exit(2);
+                        e = json_object_new_object();
+                        json_object_object_add(e, "name", json_object_new_string(img->name));
+                        json_object_object_add(e, "path", json_object_new_string(img->path));
+                        json_object_object_add(e, "kind", json_object_new_int(img->kind));
+                        json_object_object_add(e, "hierarchies", json_object_new_int64(img->hierarchies));
+                        json_object_object_add(e, "dev", json_object_new_uint64(img->st.st_dev));
+                        json_object_object_add(e, "ino", json_object_new_uint64(img->st.st_ino));
+                        json_object_object_add(e, "size", json_object_new_int64(img->st.st_size));
+                        json_object_object_add(e, "mtime_sec", json_object_new_int64(img->st.st_mtim.tv_sec));
+                        json_object_object_add(e, "mtime_nsec", json_object_new_int64(img->st.st_mtim.tv_nsec));
+                        json_object_object_add(e, "stamp", json_object_new_uint64(img->stamp));
+                        json_object_array_add(a, e);
+                        fds[n_fds++] = img->root_fd;
                 }
-                s += k;
-                left -= k;
+                json_object_object_add(o, "cache", a);
         }
+
+        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+        if (send_with_fds(fd, s, strlen(s), NULL, 0) < 0)
+                _exit(2);
+        for (size_t i = 0; i < n_fds; i += WORKER_FDS_PER_MESSAGE)
+                if (send_with_fds(fd, "fds", 3, fds + i, MIN(WORKER_FDS_PER_MESSAGE, n_fds - i)) < 0)
+                        _exit(2);
         _exit(0);
 }
 
@@ -294,8 +336,20 @@ static void job_finish(Job *j) {
                                                WIFSIGNALED(j->status) ? "signal " : "exit status ",
                                                WIFSIGNALED(j->status) ? strsignal(WTERMSIG(j->status))
                                                                       : (WEXITSTATUS(j->status) ? "non-zero" : "0"));
-        } else if (j->type == JOB_TRANSITION)
+        } else if (j->type == JOB_TRANSITION) {
+                json_object *v;
+
+                /* A successful transition that probed images hands over the next cache (maybe
+                 * empty, after unmerge); otherwise the tree did not change and neither does
+                 * the cache. */
+                if (json_object_object_get_ex(o, "cache", &v) &&
+                    json_object_get_int(json_object_object_get_ex(o, "r", &v) ? v : NULL) >= 0) {
+                        image_list_free(&m->cache);
+                        m->cache = j->received;
+                        j->received = (ImageList) {};
+                }
                 r = reply_transition(j, o);
+        }
         else
                 r = reply_list(j, o);
         if (r < 0)
@@ -319,30 +373,79 @@ static void job_finish(Job *j) {
         manager_update_idle(m);
 }
 
+/* Turns the worker's cache description plus the fds that followed into j->received. */
+static int received_add(Job *j, const int *fds, size_t n_fds) {
+        json_object *o = j->output ? json_tokener_parse(j->output) : NULL, *a;
+        size_t n;
+
+        if (!o || !json_object_object_get_ex(o, "cache", &a)) {
+                json_object_put(o);
+                for (size_t i = 0; i < n_fds; i++)
+                        safe_close(fds[i]);
+                return 0;
+        }
+        n = json_object_array_length(a);
+        if (!j->received.images) {
+                j->received.images = calloc(n ?: 1, sizeof(Image));
+                if (!j->received.images) {
+                        json_object_put(o);
+                        return -ENOMEM;
+                }
+        }
+        for (size_t i = 0; i < n_fds; i++) {
+                json_object *e = j->received_fds < n ? json_object_array_get_idx(a, j->received_fds) : NULL, *v;
+                Image *img;
+
+                if (!e) {
+                        safe_close(fds[i]);
+                        continue;
+                }
+                img = &j->received.images[j->received.n++];
+                j->received_fds++;
+                *img = (Image) { .root_fd = fds[i], .verdict = IMAGE_COMPATIBLE };
+#define GET(key) (json_object_object_get_ex(e, key, &v) ? v : NULL)
+                img->name = strdup(json_object_get_string(GET("name")) ?: "");
+                img->path = strdup(json_object_get_string(GET("path")) ?: "");
+                img->kind = json_object_get_int(GET("kind"));
+                img->hierarchies = (unsigned) json_object_get_int64(GET("hierarchies"));
+                img->st.st_dev = json_object_get_uint64(GET("dev"));
+                img->st.st_ino = json_object_get_uint64(GET("ino"));
+                img->st.st_size = json_object_get_int64(GET("size"));
+                img->st.st_mtim.tv_sec = json_object_get_int64(GET("mtime_sec"));
+                img->st.st_mtim.tv_nsec = json_object_get_int64(GET("mtime_nsec"));
+                img->stamp = json_object_get_uint64(GET("stamp"));
+#undef GET
+        }
+        json_object_put(o);
+        return 0;
+}
+
 static int on_worker_output(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Job *j = userdata;
-        char buf[16384];
 
+        /* First message: the result document; then messages that only carry fds. */
         for (;;) {
-                ssize_t k = read(fd, buf, sizeof(buf));
-                char *n;
+                int fds[WORKER_FDS_PER_MESSAGE];
+                size_t n_fds = 0;
+                char *data = NULL;
+                int r;
 
-                if (k < 0) {
-                        if (errno == EAGAIN)
-                                return 0;
-                        if (errno == EINTR)
-                                continue;
-                        break;
+                r = recv_with_fds(fd, &data, fds, ELEMENTSOF(fds), &n_fds);
+                if (r == -EAGAIN)
+                        return 0;
+                if (r == -EINTR)
+                        continue;
+                if (r < 0)
+                        break; /* EOF (ECONNRESET) or error: the worker is done */
+                if (!j->output) {
+                        j->output = data;
+                        for (size_t i = 0; i < n_fds; i++)
+                                safe_close(fds[i]);
+                } else {
+                        free(data);
+                        if (received_add(j, fds, n_fds) < 0)
+                                break;
                 }
-                if (k == 0)
-                        break;
-                n = realloc(j->output, j->output_size + k + 1);
-                if (!n)
-                        break;
-                memcpy(n + j->output_size, buf, k);
-                j->output = n;
-                j->output_size += k;
-                j->output[j->output_size] = 0;
         }
         j->eof = true;
         j->io_source = sd_event_source_disable_unref(j->io_source);
@@ -371,7 +474,7 @@ static int job_start(Job *j) {
         int pipefd[2], r;
         pid_t pid;
 
-        if (pipe2(pipefd, O_CLOEXEC) < 0)
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pipefd) < 0)
                 return negative_errno();
         pid = fork();
         if (pid < 0) {
@@ -804,6 +907,7 @@ finish:
                 job_free(m.lists);
                 m.lists = n;
         }
+        image_list_free(&m.cache);
         sd_event_source_disable_unref(m.idle_timer);
         sd_bus_slot_unref(m.vtable_slot);
         sd_bus_flush_close_unref(m.bus);

@@ -11,7 +11,9 @@
 # refreshes alternate v1 and v2. Every read must return v1 or v2: never the
 # base, never an error. Every namespace has as many mountinfo lines after the
 # 200 refreshes as after the first merge, and usr/local and opt/app/data keep
-# their content everywhere, after each refresh and after unmerge.
+# their content everywhere, after each refresh and after unmerge, and a merge
+# after that unmerge works (the overlay of the base alone that unmerge leaves
+# to keep the children is not a merged extension).
 set -euo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -159,6 +161,7 @@ log "service namespaces (slaves of the root): pids ${svc[*]}"
 # only a slave of run/host/incoming.
 C=$WORK/container
 mkdir -p "$C"
+# shellcheck disable=SC2016 # expanded by the inner bash
 R=$R C=$C unshare -m --propagation unchanged bash -c '
 	set -e
 	mount -t tmpfs container "$C"
@@ -338,6 +341,7 @@ assert_eq "$(ours_at "$R/opt")" 1 "sysextd overlays at opt"
 check "the container still does not see the merged tree"
 assert_eq "$(in_ns "$ctr" cat "$R/$file")" base "the root's usr as seen from the container"
 assert_eq "$(in_ns "$ctr" cat "$C/$file")" container "the container's own usr"
+check_children "$ctr" "after the refreshes"
 
 # ------------------------------------------------------------ unmerge
 check "after unmerge: base everywhere, children keep their content in every namespace"
@@ -347,7 +351,22 @@ for ns in root "${svc[@]}"; do
 	check_version "$ns" base "after unmerge"
 	check_children "$ns" "after unmerge"
 done
+check_children "$ctr" "after unmerge"
 assert_eq "$(mountinfo_lines "$ctr")" "${lines_before[$ctr]}" "mountinfo lines of the container after unmerge"
+
+check "merge again after unmerge: the extension everywhere, children still there"
+run_sysextd merge
+assert_ok "merge after unmerge"
+for ns in root "${svc[@]}"; do
+	check_version "$ns" v1 "merge after unmerge"
+	check_children "$ns" "merge after unmerge"
+done
+run_sysextd unmerge
+assert_ok "second unmerge"
+for ns in root "${svc[@]}"; do
+	check_version "$ns" base "second unmerge"
+	check_children "$ns" "second unmerge"
+done
 
 stop_all
 assert_loops_as_before "$loops_before"
