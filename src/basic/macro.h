@@ -84,6 +84,10 @@ static inline int str_in_set_internal(const char *s, const char *const *set) {
 #define STR_IN_SET(s, ...) str_in_set_internal((s), (const char *const[]) { __VA_ARGS__, NULL })
 #define isempty(s) (!(s) || !*(s))
 
+static inline const char *strempty(const char *s) {
+        return s ?: "";
+}
+
 static inline const char *strna(const char *s) {
         return s ?: "n/a";
 }

@@ -22,6 +22,8 @@ json_object *output_list_json(const ImageList *l) {
                 json_object_object_add(o, "status", json_object_new_string(image_verdict_to_string(img->verdict)));
                 json_object_object_add(o, "compatible", json_object_new_boolean(img->verdict == IMAGE_COMPATIBLE));
                 json_object_object_add(o, "reason", string_or_null(img->reason));
+                json_object_object_add(o, "verity", json_object_new_string(verity_mode_to_string(img->verity)));
+                json_object_object_add(o, "signed", json_object_new_boolean(img->signed_valid));
                 json_object_array_add(a, o);
         }
         return a;
@@ -35,6 +37,7 @@ json_object *output_status_json(const EngineStatus *s) {
         json_object *o = json_object_new_object(), *a = json_object_new_array(), *sk = json_object_new_array();
 
         json_object_object_add(o, "mode", json_object_new_string(s->mode));
+        json_object_object_add(o, "policy", json_object_new_string(s->policy));
         json_object_object_add(o, "generation", json_object_new_uint64(s->generation));
         for (size_t i = 0; i < s->n_hierarchies; i++) {
                 const HierarchyStatus *h = &s->hierarchies[i];
@@ -67,6 +70,23 @@ json_object *output_status_json(const EngineStatus *s) {
                 json_object_array_add(sk, e);
         }
         json_object_object_add(o, "skipped", sk);
+        {
+                json_object *im = json_object_new_array();
+                for (size_t i = 0; i < s->journal.n_images; i++) {
+                        const JournalImage *m = &s->journal.images[i];
+                        json_object *e;
+
+                        if (!streq_ptr(m->verdict, "compatible"))
+                                continue;
+                        e = json_object_new_object();
+                        json_object_object_add(e, "name", json_object_new_string(m->name));
+                        json_object_object_add(e, "path", json_object_new_string(m->path));
+                        json_object_object_add(e, "verity", json_object_new_string(m->verity ?: "none"));
+                        json_object_object_add(e, "signed", json_object_new_boolean(m->signed_valid));
+                        json_object_array_add(im, e);
+                }
+                json_object_object_add(o, "images", im);
+        }
         return o;
 }
 
@@ -98,8 +118,14 @@ void output_list_text(json_object *list) {
                 json_object *o = json_object_array_get_idx(list, i);
                 const char *status = get_str(o, "status"), *reason = get_str(o, "reason");
 
-                printf("%-*s %-*s %-*s %s%s%s\n", wn, get_str(o, "name"), wk, get_str(o, "kind"), wp,
-                       get_str(o, "path"), status, reason ? ": " : "", reason ?: "");
+                const char *verity = get_str(o, "verity");
+                json_object *v;
+                bool sig = json_object_object_get_ex(o, "signed", &v) && json_object_get_boolean(v);
+
+                printf("%-*s %-*s %-*s %s%s%s%s%s%s\n", wn, get_str(o, "name"), wk, get_str(o, "kind"), wp,
+                       get_str(o, "path"), status, reason ? ": " : "", reason ?: "",
+                       verity && !streq(verity, "none") ? " verity=" : "",
+                       verity && !streq(verity, "none") ? verity : "", sig ? " signed" : "");
         }
 }
 
@@ -137,7 +163,19 @@ void output_status_text(json_object *status) {
         }
         strv_free(ext);
 
-        printf("Mode: %s (generation %s)\n", strna(get_str(status, "mode")), strna(get_str(status, "generation")));
+        printf("Mode: %s (generation %s)%s%s\n", strna(get_str(status, "mode")), strna(get_str(status, "generation")),
+               get_str(status, "policy") ? ", image policy " : "", strempty(get_str(status, "policy")));
+        if (json_object_object_get_ex(status, "images", &sk))
+                for (size_t i = 0; i < json_object_array_length(sk); i++) {
+                        json_object *o = json_object_array_get_idx(sk, i), *v;
+                        const char *verity = get_str(o, "verity");
+                        bool sig = json_object_object_get_ex(o, "signed", &v) && json_object_get_boolean(v);
+
+                        if (!verity || streq(verity, "none"))
+                                continue;
+                        printf("Image %s (%s): verity=%s%s\n", get_str(o, "name"), get_str(o, "path"), verity,
+                               sig ? ", signed" : "");
+                }
         if (json_object_object_get_ex(status, "skipped", &sk))
                 for (size_t i = 0; i < json_object_array_length(sk); i++) {
                         json_object *o = json_object_array_get_idx(sk, i);

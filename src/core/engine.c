@@ -41,7 +41,8 @@
 int engine_config_default(EngineConfig *ret) {
         EngineConfig c = {};
 
-        if (strv_split("etc/extensions run/extensions var/lib/extensions", " ", &c.search_dirs) < 0 ||
+        c.trusted_dir = strdup("etc/verity.d");
+        if (!c.trusted_dir || strv_split("etc/extensions run/extensions var/lib/extensions", " ", &c.search_dirs) < 0 ||
             strv_split("usr opt", " ", &c.hierarchies) < 0) {
                 engine_config_done(&c);
                 return -ENOMEM;
@@ -53,6 +54,7 @@ int engine_config_default(EngineConfig *ret) {
 void engine_config_done(EngineConfig *c) {
         strv_free(c->search_dirs);
         strv_free(c->hierarchies);
+        free(c->trusted_dir);
         *c = (EngineConfig) {};
 }
 
@@ -295,6 +297,9 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec) {
                 img->root_fd = fd;
                 img->kind = c->kind;
                 img->hierarchies = c->hierarchies;
+                img->usr_partition = c->usr_partition;
+                img->verity = c->verity;
+                img->signed_valid = c->signed_valid;
                 img->verdict = IMAGE_COMPATIBLE;
                 log_debug("Reusing the mount of %s.", img->path);
                 return true;
@@ -319,6 +324,8 @@ static void keep_probed(Engine *e, ImageList *images) {
 
 static int probe_all(Engine *e, ImageList *l, bool noexec) {
         _cleanup_release_ Release host = {};
+        _cleanup_free_ char *cert_dir = NULL;
+        ProbeContext ctx;
         int r;
 
         r = release_read_host(e->root_fd, &host);
@@ -330,10 +337,21 @@ static int probe_all(Engine *e, ImageList *l, bool noexec) {
         if (r < 0)
                 return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to look for images under %s: %m", e->root);
 
+        cert_dir = path_join(e->root, e->config.trusted_dir);
+        if (!cert_dir)
+                return -ENOMEM;
+        ctx = (ProbeContext) {
+                .host = &host,
+                .hierarchies = e->config.hierarchies,
+                .mount_attrs = noexec ? MOUNT_ATTR_NOEXEC : 0,
+                .policy = e->config.policy,
+                .cert_dir = cert_dir,
+                .use_dm = verity_dm_available(),
+        };
         for (size_t i = 0; i < l->n; i++) {
                 if (cache_lookup(e, &l->images[i], noexec))
                         continue;
-                r = image_probe(&l->images[i], &host, e->config.hierarchies, noexec ? MOUNT_ATTR_NOEXEC : 0);
+                r = image_probe(&l->images[i], &ctx);
                 if (r < 0)
                         return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to probe %s: %m", l->images[i].path);
         }
@@ -433,12 +451,14 @@ static int record_images(Journal *j, const ImageList *l) {
                 m->kind = strdup(image_kind_to_string(img->kind));
                 m->verdict = strdup(image_verdict_to_string(img->verdict));
                 m->reason = img->reason ? strdup(img->reason) : NULL;
+                m->verity = strdup(verity_mode_to_string(img->verity));
+                m->signed_valid = img->signed_valid;
                 m->dev = img->st.st_dev;
                 m->ino = img->st.st_ino;
                 m->size = img->st.st_size;
                 m->mtime_nsec = (uint64_t) img->st.st_mtim.tv_sec * 1000000000ULL + img->st.st_mtim.tv_nsec;
                 m->stamp = img->stamp;
-                if (!m->name || !m->path || !m->kind || !m->verdict || (img->reason && !m->reason))
+                if (!m->name || !m->path || !m->kind || !m->verdict || !m->verity || (img->reason && !m->reason))
                         return -ENOMEM;
         }
         return 0;
@@ -895,6 +915,7 @@ int engine_status(Engine *e, EngineStatus *ret) {
         s.generation = s.journal.generation;
         s.beneath = kernel_has_mount_beneath();
         s.mode = s.beneath ? "beneath" : e->config.allow_degraded ? "degraded" : "unsupported";
+        s.policy = image_policy_to_string(e->config.policy);
         s.hierarchies = calloc(n ?: 1, sizeof(HierarchyStatus));
         if (!s.hierarchies)
                 return -ENOMEM;

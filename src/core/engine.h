@@ -15,6 +15,8 @@ typedef struct EngineConfig {
         char **search_dirs; /* relative to the root: "etc/extensions", ... */
         char **hierarchies; /* relative to the root: "usr", "opt" */
         bool noexec;
+        ImagePolicy policy;
+        char *trusted_dir;   /* relative to the root: "etc/verity.d" */
         bool strict;         /* a refused image fails the whole transition */
         bool allow_degraded; /* no MOVE_MOUNT_BENEATH: accept unmount-then-mount */
 } EngineConfig;
@@ -92,6 +94,7 @@ typedef struct EngineStatus {
         uint64_t generation;
         bool beneath; /* kernel has MOVE_MOUNT_BENEATH */
         const char *mode; /* "beneath" or "degraded" or "unsupported" */
+        const char *policy;
         HierarchyStatus *hierarchies;
         size_t n_hierarchies;
         Journal journal; /* images of the last transition, with verdicts */

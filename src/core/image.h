@@ -7,6 +7,7 @@
 
 #include "loopdev.h"
 #include "release.h"
+#include "verity.h"
 
 /* Extension images: discovery in the search directories, recognition by content, and the
  * probe that opens an image and decides whether it may be merged. */
@@ -16,6 +17,7 @@ typedef enum ImageKind {
         IMAGE_EROFS,
         IMAGE_SQUASHFS,
         IMAGE_EXT4,
+        IMAGE_DDI,     /* GPT disk image per the Discoverable Partitions Specification */
         IMAGE_UNKNOWN,
         _IMAGE_KIND_MAX,
 } ImageKind;
@@ -43,7 +45,31 @@ typedef struct Image {
         int root_fd;        /* directory fd, or fd of the root of the detached image mount */
         LoopDevice *loop;   /* for raw images */
         unsigned hierarchies; /* bit mask of hierarchies the image has content for */
+
+        char *fstype;       /* file system mounted (for a disk image: of its partition) */
+        bool usr_partition; /* disk image with a usr partition: its root is the image's usr/ */
+        VerityMode verity;
+        bool signed_valid;  /* a root hash signature checked against the trusted certificates */
 } Image;
+
+typedef enum ImagePolicy {
+        IMAGE_POLICY_OPEN,   /* anything compatible; verity is checked where the image has it */
+        IMAGE_POLICY_VERITY, /* only images with verity data (no directories) */
+        IMAGE_POLICY_SIGNED, /* only images with a valid root hash signature */
+        _IMAGE_POLICY_MAX,
+} ImagePolicy;
+
+const char *image_policy_to_string(ImagePolicy p);
+int image_policy_from_string(const char *s);
+
+typedef struct ProbeContext {
+        const Release *host;
+        char *const *hierarchies;
+        unsigned mount_attrs;
+        ImagePolicy policy;
+        const char *cert_dir; /* absolute path of the trusted certificates */
+        bool use_dm;          /* device-mapper is there: dm-verity, else user space */
+} ProbeContext;
 
 typedef struct ImageList {
         Image *images; /* ordered by name as versions, lowest first (= lowest layer) */
@@ -61,10 +87,10 @@ void image_list_free(ImageList *l);
  * paths for display and for the kernel. Nothing is opened beyond stat(). */
 int image_discover(int root_fd, const char *root_prefix, char *const *search_dirs, ImageList *ret);
 
-/* Opens every image, attaches and mounts raw ones (detached), verifies the device and
- * matches the release file against host; fills verdict/reason/hierarchies. Per-image
+/* Opens the image, checks verity and the policy, attaches and mounts a raw one (detached),
+ * verifies the device and matches the release file against the host; fills verdict/reason/hierarchies. Per-image
  * failures become IMAGE_REFUSED with a reason; only a failure to run at all is returned. */
-int image_probe(Image *img, const Release *host, char *const *hierarchies, unsigned mount_attrs);
+int image_probe(Image *img, const ProbeContext *ctx);
 
 /* A hash over the identity (inode, size, ctime) of every entry below a directory: any edit
  * inside the tree changes it, so a refresh notices edited directory images. */

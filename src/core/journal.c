@@ -15,7 +15,7 @@ static void json_putp(json_object **o) {
 void journal_images_clear(Journal *j) {
         for (size_t i = 0; i < j->n_images; i++) {
                 JournalImage *m = &j->images[i];
-                free(m->name), free(m->path), free(m->kind), free(m->verdict), free(m->reason);
+                free(m->name), free(m->path), free(m->kind), free(m->verdict), free(m->reason), free(m->verity);
         }
         free(j->images);
         j->images = NULL;
@@ -168,6 +168,8 @@ int journal_from_json(const char *text, Journal *ret) {
                         m->kind = dup_string(e, "kind");
                         m->verdict = dup_string(e, "verdict");
                         m->reason = dup_string(e, "reason");
+                        m->verity = dup_string(e, "verity");
+                        m->signed_valid = get_bool(e, "signed");
                         m->dev = get_u64(e, "dev");
                         m->ino = get_u64(e, "ino");
                         m->size = get_u64(e, "size");
@@ -245,6 +247,8 @@ int journal_to_json(const Journal *j, char **ret) {
                 json_object_object_add(e, "kind", string_or_null(m->kind));
                 json_object_object_add(e, "verdict", string_or_null(m->verdict));
                 json_object_object_add(e, "reason", string_or_null(m->reason));
+                json_object_object_add(e, "verity", string_or_null(m->verity));
+                json_object_object_add(e, "signed", json_object_new_boolean(m->signed_valid));
                 json_object_object_add(e, "dev", json_object_new_uint64(m->dev));
                 json_object_object_add(e, "ino", json_object_new_uint64(m->ino));
                 json_object_object_add(e, "size", json_object_new_uint64(m->size));

@@ -22,7 +22,8 @@ typedef struct JournalHierarchy {
 } JournalHierarchy;
 
 typedef struct JournalImage {
-        char *name, *path, *kind, *verdict, *reason;
+        char *name, *path, *kind, *verdict, *reason, *verity;
+        bool signed_valid;
         uint64_t dev, ino, size, mtime_nsec, stamp;
 } JournalImage;
 

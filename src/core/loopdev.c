@@ -47,11 +47,13 @@ LoopDevice *loopdev_free(LoopDevice *d) {
         return NULL;
 }
 
-int loopdev_attach(int backing_fd, LoopDevice **ret) {
+int loopdev_attach(int backing_fd, uint64_t offset, uint64_t size, LoopDevice **ret) {
         _cleanup_close_ int control = -EBADF;
         struct loop_config config = {
                 .fd = backing_fd,
                 .info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO,
+                .info.lo_offset = offset,
+                .info.lo_sizelimit = size,
         };
         int r;
 
@@ -157,18 +159,23 @@ int loopdev_verify_mount(int mount_fd, dev_t devnum, int dev_fd, uint64_t diskse
 }
 
 int loopdev_mount(LoopDevice *d, const char *fstype, unsigned attr_flags, int *ret_mount_fd, char **ret_message) {
+        return device_mount(d->fd, d->devnum, d->diskseq, d->nr, fstype, attr_flags, ret_mount_fd, ret_message);
+}
+
+int device_mount(int dev_fd, dev_t devnum, uint64_t diskseq, long hook_arg, const char *fstype, unsigned attr_flags,
+                 int *ret_mount_fd, char **ret_message) {
         _cleanup_close_ int fs_fd = -EBADF, mnt_fd = -EBADF;
         int r;
 
         fs_fd = fsopen(fstype, FSOPEN_CLOEXEC);
         if (fs_fd < 0)
                 return negative_errno();
-        if (fsconfig(fs_fd, FSCONFIG_SET_STRING, "source", FORMAT_PROC_FD_PATH(d->fd), 0) < 0 ||
+        if (fsconfig(fs_fd, FSCONFIG_SET_STRING, "source", FORMAT_PROC_FD_PATH(dev_fd), 0) < 0 ||
             fsconfig(fs_fd, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0)
                 goto fail;
 
 #ifdef SYSEXTD_TEST_HOOKS
-        testhook_point("loop-before-mount", d->nr);
+        testhook_point("loop-before-mount", hook_arg);
 #endif
 
         /* CREATE_EXCL (6.6) refuses to share a superblock someone else already has on this
@@ -185,7 +192,7 @@ int loopdev_mount(LoopDevice *d, const char *fstype, unsigned attr_flags, int *r
         if (mnt_fd < 0)
                 goto fail;
 
-        r = loopdev_verify_mount(mnt_fd, d->devnum, d->fd, d->diskseq, ret_message);
+        r = loopdev_verify_mount(mnt_fd, devnum, dev_fd, diskseq, ret_message);
         if (r < 0)
                 return r;
 

@@ -17,8 +17,9 @@ typedef struct LoopDevice {
 } LoopDevice;
 
 /* Attaches backing_fd to a free loop device with LOOP_CONFIGURE (read-only, autoclear, direct
- * I/O where the backing file system allows it) and records the diskseq. */
-int loopdev_attach(int backing_fd, LoopDevice **ret);
+ * I/O where the backing file system allows it) and records the diskseq.  offset and size
+ * (0: to the end) select a partition of a disk image. */
+int loopdev_attach(int backing_fd, uint64_t offset, uint64_t size, LoopDevice **ret);
 LoopDevice *loopdev_free(LoopDevice *d);
 DEFINE_TRIVIAL_CLEANUP_FUNC(LoopDevice *, loopdev_free);
 
@@ -30,6 +31,10 @@ int loopdev_read_diskseq(int fd, uint64_t *ret);
  * on our device and that the diskseq is unchanged.  On failure *ret_message may carry the
  * kernel's own words from the fs context. */
 int loopdev_mount(LoopDevice *d, const char *fstype, unsigned attr_flags, int *ret_mount_fd, char **ret_message);
+
+/* The same for any block device we hold open (a dm-verity device over our loop device). */
+int device_mount(int dev_fd, dev_t devnum, uint64_t diskseq, long hook_arg, const char *fstype, unsigned attr_flags,
+                 int *ret_mount_fd, char **ret_message);
 
 /* The check of invariant 5, exposed for the mount of a verity device too. */
 int loopdev_verify_mount(int mount_fd, dev_t devnum, int dev_fd, uint64_t diskseq, char **ret_message);

@@ -5,7 +5,8 @@
  *   [Extensions]
  *   SearchPaths=/etc/extensions /run/extensions /var/lib/extensions
  *   Hierarchies=/usr /opt
- *   ImagePolicy=open
+ *   ImagePolicy=open             # or verity, signed
+ *   TrustedCertificates=/etc/verity.d
  *   NoExec=no
  *   Strict=no
  *   [Kernel]
@@ -87,8 +88,21 @@ static int handler(void *userdata, const char *section, const char *key, const c
                         if (r >= 0 && strv_length(p->engine->hierarchies) > 8)
                                 r = -EINVAL, what = "at most 8 hierarchies";
                 } else if (streq(key, "ImagePolicy")) {
-                        what = "'open' (verity and signed policies are not supported by this version)";
-                        r = streq(value, "open") ? 0 : -EINVAL;
+                        int policy = image_policy_from_string(value);
+                        what = "'open', 'verity' or 'signed'";
+                        r = policy < 0 ? -EINVAL : 0;
+                        if (r >= 0)
+                                p->engine->policy = policy;
+                } else if (streq(key, "TrustedCertificates")) {
+                        _cleanup_strv_free_ char **l = NULL;
+                        what = "one absolute directory";
+                        r = parse_paths(value, &l);
+                        if (r >= 0 && strv_length(l) != 1)
+                                r = -EINVAL;
+                        if (r >= 0) {
+                                free(p->engine->trusted_dir);
+                                p->engine->trusted_dir = TAKE_PTR(l[0]); /* l is now empty */
+                        }
                 } else if (streq(key, "NoExec")) {
                         r = parse_bool(value, &b), what = "a boolean";
                         if (r >= 0)

@@ -175,7 +175,11 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, bool noexec,
                         r = worker_fail(w, EINVAL, "Internal error: image %s not staged", images[req->layers[i]].name);
                         goto finish;
                 }
-                if (asprintf(&l, "%s/%s", image_dirs[req->layers[i]], req->hierarchy) < 0 || strv_push(&layers, l) < 0) {
+                /* A disk image's usr partition is the layer for usr itself. */
+                if ((images[req->layers[i]].usr_partition && streq(req->hierarchy, "usr")
+                             ? (l = strdup(image_dirs[req->layers[i]])) == NULL
+                             : asprintf(&l, "%s/%s", image_dirs[req->layers[i]], req->hierarchy) < 0) ||
+                    strv_push(&layers, l) < 0) {
                         r = worker_fail(w, ENOMEM, "Out of memory");
                         goto finish;
                 }

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* dm-verity through libcryptsetup, root hash signatures through OpenSSL. */
+
+typedef enum VerityMode {
+        VERITY_NONE,
+        VERITY_USERSPACE, /* the whole image was checked against the root hash before mounting */
+        VERITY_DM,        /* mounted from a dm-verity device: every read is checked */
+} VerityMode;
+
+const char *verity_mode_to_string(VerityMode m);
+
+typedef struct VeritySource {
+        char *roothash;       /* lowercase hex */
+        uint8_t *signature;   /* DER PKCS#7 over the hex root hash, or NULL */
+        size_t signature_size;
+        char *hash_path;      /* file (or device) holding the hash tree with its superblock */
+        uint64_t hash_offset; /* byte offset of the verity superblock in it */
+        const char *origin;   /* "sidecar files" or "partitions", for messages */
+} VeritySource;
+
+void verity_source_done(VeritySource *v);
+#define _cleanup_verity_source_ _cleanup_(verity_source_done)
+
+/* Looks for NAME.roothash, NAME.verity and NAME.roothash.p7s next to the image at dir_fd.
+ * Returns 0 with roothash NULL when there are none, -EBADMSG with *ret_reason when the set
+ * is incomplete or unreadable. */
+int verity_find_sidecars(int dir_fd, const char *dir_path, const char *name, VeritySource *ret, char **ret_reason);
+
+/* Parses the JSON of a verity signature partition ({"rootHash": ..., "signature": base64}). */
+int verity_parse_signature_json(const char *json, char **ret_roothash, uint8_t **ret_sig, size_t *ret_sig_size,
+                                char **ret_reason);
+
+/* Checks a PKCS#7 signature of the root hash against the certificates (PEM, *.crt or *.pem)
+ * in cert_dir.  1: signed by one of them; 0: not (*ret_reason says why); < 0: error. */
+int verity_check_signature(const VeritySource *v, const char *cert_dir, char **ret_reason);
+
+/* Whether this kernel has device-mapper (a /dev/mapper/control we can open). */
+bool verity_dm_available(void);
+
+typedef struct VerityDevice {
+        int fd;          /* the dm device (VERITY_DM), else -EBADF */
+        dev_t devnum;
+        uint64_t diskseq;
+        char *name;      /* dm name, removed (deferred) once mounted */
+} VerityDevice;
+
+void verity_device_done(VerityDevice *d);
+
+/* Verifies the data on data_fd (our loop device) against v.  In userspace mode reads and
+ * hashes everything now; in dm mode opens a dm-verity device over it, with the signature
+ * checked by the kernel keyring when the kernel has the certificate (signature_verified
+ * says it was already checked in user space, which then suffices).  On a mismatch returns
+ * -EBADMSG with *ret_reason. */
+int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char *name_hint, VerityDevice *ret,
+                 char **ret_reason);
+
+/* Removes a dm device once its last user goes (after the mount took it). */
+void verity_device_release(VerityDevice *d);
