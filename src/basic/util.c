@@ -359,3 +359,26 @@ int random_hex(size_t n_bytes, char **ret) {
         *ret = s;
         return 0;
 }
+
+void stamp_add_u64(uint64_t *stamp, uint64_t v) {
+        for (int i = 0; i < 8; i++) {
+                *stamp ^= (v >> (8 * i)) & 0xff;
+                *stamp *= UINT64_C(0x100000001b3);
+        }
+}
+
+void stamp_add_string(uint64_t *stamp, const char *s) {
+        for (; s && *s; s++) {
+                *stamp ^= (unsigned char) *s;
+                *stamp *= UINT64_C(0x100000001b3);
+        }
+        stamp_add_u64(stamp, 0);
+}
+
+void stamp_add_stat(uint64_t *stamp, const struct stat *st) {
+        stamp_add_u64(stamp, st->st_dev);
+        stamp_add_u64(stamp, st->st_ino);
+        stamp_add_u64(stamp, st->st_size);
+        stamp_add_u64(stamp, (uint64_t) st->st_ctim.tv_sec * 1000000000ULL + st->st_ctim.tv_nsec);
+        stamp_add_u64(stamp, (uint64_t) st->st_mtim.tv_sec * 1000000000ULL + st->st_mtim.tv_nsec);
+}

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "macro.h"
@@ -47,3 +48,10 @@ uint64_t now_monotonic_usec(void);
 char *format_timestamp(uint64_t usec); /* "Thu 2026-12-03 08:30:00 UTC" */
 
 int random_hex(size_t n_bytes, char **ret);
+
+/* Content stamps: FNV-1a over what identifies a file's content (inode, size, times) and names,
+ * to notice changes without reading content.  Start from STAMP_INIT. */
+#define STAMP_INIT UINT64_C(0xcbf29ce484222325)
+void stamp_add_u64(uint64_t *stamp, uint64_t v);
+void stamp_add_string(uint64_t *stamp, const char *s);
+void stamp_add_stat(uint64_t *stamp, const struct stat *st);

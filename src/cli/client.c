@@ -89,8 +89,8 @@ static int transition(sd_bus *bus, const char *method, const EngineOptions *o, b
 static int list(sd_bus *bus, bool json) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         json_object *a = json_object_new_array();
-        const char *name, *kind, *path, *status, *reason;
-        int r;
+        const char *name, *kind, *path, *status, *reason, *verity;
+        int is_signed, r;
 
         r = call(bus, "ListImages", NULL, &reply);
         if (r < 0)
@@ -98,7 +98,8 @@ static int list(sd_bus *bus, bool json) {
         r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_IMAGE_STRUCT);
         if (r < 0)
                 goto parse_error;
-        while ((r = sd_bus_message_read(reply, SYSEXTD_IMAGE_STRUCT, &name, &kind, &path, &status, &reason)) > 0) {
+        while ((r = sd_bus_message_read(reply, SYSEXTD_IMAGE_STRUCT, &name, &kind, &path, &status, &reason, &verity,
+                                        &is_signed)) > 0) {
                 json_object *o = json_object_new_object();
                 json_object_object_add(o, "name", json_object_new_string(name));
                 json_object_object_add(o, "kind", json_object_new_string(kind));
@@ -106,6 +107,8 @@ static int list(sd_bus *bus, bool json) {
                 json_object_object_add(o, "status", json_object_new_string(status));
                 json_object_object_add(o, "compatible", json_object_new_boolean(streq(status, "compatible")));
                 json_object_object_add(o, "reason", isempty(reason) ? NULL : json_object_new_string(reason));
+                json_object_object_add(o, "verity", json_object_new_string(verity));
+                json_object_object_add(o, "signed", json_object_new_boolean(is_signed));
                 json_object_array_add(a, o);
         }
         if (r < 0)
@@ -125,13 +128,15 @@ finish:
 
 static int status(sd_bus *bus, bool json) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        json_object *o = json_object_new_object(), *a = json_object_new_array(), *sk = json_object_new_array();
-        const char *mode, *path, *name, *verdict, *reason;
+        json_object *o = json_object_new_object(), *a = json_object_new_array(), *sk = json_object_new_array(),
+                    *im = json_object_new_array();
+        const char *mode, *path, *name, *verdict, *reason, *policy, *verity;
         uint64_t generation, since;
-        int merged, foreign, r;
+        int merged, foreign, is_signed, r;
 
         json_object_object_add(o, "hierarchies", a);
         json_object_object_add(o, "skipped", sk);
+        json_object_object_add(o, "images", im);
         r = call(bus, "GetStatus", NULL, &reply);
         if (r < 0)
                 goto finish;
@@ -183,6 +188,24 @@ static int status(sd_bus *bus, bool json) {
                 json_object_object_add(e, "status", json_object_new_string(verdict));
                 json_object_object_add(e, "reason", isempty(reason) ? NULL : json_object_new_string(reason));
                 json_object_array_add(sk, e);
+        }
+        if (r < 0)
+                goto parse_error;
+        r = sd_bus_message_exit_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "s", &policy);
+        if (r >= 0)
+                r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_MERGED_IMAGE_STRUCT);
+        if (r < 0)
+                goto parse_error;
+        json_object_object_add(o, "policy", json_object_new_string(policy));
+        while ((r = sd_bus_message_read(reply, SYSEXTD_MERGED_IMAGE_STRUCT, &name, &path, &verity, &is_signed)) > 0) {
+                json_object *e = json_object_new_object();
+                json_object_object_add(e, "name", json_object_new_string(name));
+                json_object_object_add(e, "path", json_object_new_string(path));
+                json_object_object_add(e, "verity", json_object_new_string(verity));
+                json_object_object_add(e, "signed", json_object_new_boolean(is_signed));
+                json_object_array_add(im, e);
         }
         if (r < 0)
                 goto parse_error;

@@ -17,6 +17,7 @@
  * next start from the pending record: finished forward when the new tree sits beneath the old
  * top, discarded when it never got there.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -278,7 +279,9 @@ static void log_verdict(const Image *img) {
                 log_info("Skipping %s: not compatible with this system: %s", img->path, img->reason ?: "");
 }
 
-static bool cache_lookup(Engine *e, Image *img, bool noexec) {
+static uint64_t config_stamp(Engine *e);
+
+static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by) {
         /* noexec is a property of the image mounts: only reuse the default ones. */
         if (!e->cache || noexec || !overlay_detached_layers_supported())
                 return false;
@@ -289,7 +292,8 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec) {
                 if (c->verdict != IMAGE_COMPATIBLE || c->root_fd < 0 || !streq(c->path, img->path) ||
                     c->st.st_dev != img->st.st_dev || c->st.st_ino != img->st.st_ino ||
                     c->st.st_size != img->st.st_size || c->st.st_mtim.tv_sec != img->st.st_mtim.tv_sec ||
-                    c->st.st_mtim.tv_nsec != img->st.st_mtim.tv_nsec || c->stamp != img->stamp)
+                    c->st.st_mtim.tv_nsec != img->st.st_mtim.tv_nsec || c->stamp != img->stamp ||
+                    c->judged_by != judged_by)
                         continue;
                 fd = fcntl(c->root_fd, F_DUPFD_CLOEXEC, 3);
                 if (fd < 0)
@@ -300,6 +304,7 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec) {
                 img->usr_partition = c->usr_partition;
                 img->verity = c->verity;
                 img->signed_valid = c->signed_valid;
+                img->judged_by = judged_by;
                 img->verdict = IMAGE_COMPATIBLE;
                 log_debug("Reusing the mount of %s.", img->path);
                 return true;
@@ -325,6 +330,7 @@ static void keep_probed(Engine *e, ImageList *images) {
 static int probe_all(Engine *e, ImageList *l, bool noexec) {
         _cleanup_release_ Release host = {};
         _cleanup_free_ char *cert_dir = NULL;
+        uint64_t judged_by;
         ProbeContext ctx;
         int r;
 
@@ -348,9 +354,11 @@ static int probe_all(Engine *e, ImageList *l, bool noexec) {
                 .cert_dir = cert_dir,
                 .use_dm = verity_dm_available(),
         };
+        judged_by = config_stamp(e);
         for (size_t i = 0; i < l->n; i++) {
-                if (cache_lookup(e, &l->images[i], noexec))
+                if (cache_lookup(e, &l->images[i], noexec, judged_by))
                         continue;
+                l->images[i].judged_by = judged_by;
                 r = image_probe(&l->images[i], &ctx);
                 if (r < 0)
                         return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to probe %s: %m", l->images[i].path);
@@ -411,6 +419,28 @@ static void plans_free(HierarchyPlan *p, size_t n) {
                 safe_close(p[i].tree_fd);
         }
         free(p);
+}
+
+/* What the verdicts depend on besides the images: the policy and the trusted certificates. */
+static uint64_t config_stamp(Engine *e) {
+        _cleanup_free_ char *dir = path_join(e->root, e->config.trusted_dir);
+        uint64_t stamp = STAMP_INIT;
+        struct dirent *de;
+        DIR *d;
+
+        stamp_add_u64(&stamp, e->config.policy);
+        stamp_add_string(&stamp, e->config.trusted_dir);
+        d = dir ? opendir(dir) : NULL;
+        while (d && (de = readdir(d))) {
+                struct stat st;
+                if (de->d_name[0] == '.' || fstatat(dirfd(d), de->d_name, &st, 0) < 0)
+                        continue;
+                stamp_add_string(&stamp, de->d_name);
+                stamp_add_stat(&stamp, &st);
+        }
+        if (d)
+                closedir(d);
+        return stamp;
 }
 
 static bool images_unchanged(const ImageList *l, const Journal *j) {
@@ -557,7 +587,8 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                         r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to look for images under %s: %m", e->root);
                         goto finish;
                 }
-                unchanged = verb == ENGINE_REFRESH && !o->force && images_unchanged(&images, &j);
+                unchanged = verb == ENGINE_REFRESH && !o->force && j.config_stamp == config_stamp(e) &&
+                            images_unchanged(&images, &j);
                 if (unchanged)
                         for (size_t i = 0; i < n; i++) {
                                 JournalHierarchy *h = journal_find_hierarchy(&j, plans[i].hierarchy);
@@ -806,6 +837,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 r = record_images(&j, &images);
                 if (r < 0)
                         goto finish;
+                j.config_stamp = config_stamp(e);
         }
         r = journal_save(e->root_fd, &j);
         if (r < 0) {
@@ -935,17 +967,34 @@ int engine_status(Engine *e, EngineStatus *ret) {
                         continue;
                 if (mount_stack_read(target, &stack) >= 0)
                         h->foreign_top = !id && stack.n_ours > 0;
-                /* The journal says what we merged; the mount table says whether it is live. */
-                h->merged = id && jh && jh->merged && streq_ptr(jh->id, id);
-                if (h->merged || h->foreign_top) {
-                        h->since = jh ? jh->since : 0;
-                        if (jh && jh->extensions) {
-                                for (char **x = jh->extensions; *x; x++)
-                                        if (strv_extend(&h->extensions, *x) < 0) {
-                                                engine_status_done(&s);
-                                                return -ENOMEM;
-                                        }
+                /* The journal says what we merged; the mount table says whether it is live.
+                 * While a transition is pending, the journal already holds its new state: as
+                 * long as the old top is live, report the old one from the pending record. */
+                {
+                        char **extensions = NULL;
+                        uint64_t since = 0;
+
+                        for (size_t k = 0; s.journal.pending && k < s.journal.n_transitions; k++) {
+                                const JournalTransition *t = &s.journal.transitions[k];
+                                if (streq(t->hierarchy, e->config.hierarchies[i]) && t->old_id && streq_ptr(t->old_id, id)) {
+                                        extensions = t->old_extensions;
+                                        since = t->old_since;
+                                        h->merged = !!extensions;
+                                        goto found;
+                                }
                         }
+                        h->merged = id && jh && jh->merged && streq_ptr(jh->id, id);
+                        if (h->merged || h->foreign_top) {
+                                extensions = jh ? jh->extensions : NULL;
+                                since = jh ? jh->since : 0;
+                        }
+                found:
+                        h->since = since;
+                        STRV_FOREACH(x, extensions)
+                                if (strv_extend(&h->extensions, *x) < 0) {
+                                        engine_status_done(&s);
+                                        return -ENOMEM;
+                                }
                 }
         }
         *ret = s;

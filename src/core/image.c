@@ -85,33 +85,44 @@ void image_list_free(ImageList *l) {
         *l = (ImageList) {};
 }
 
-static uint64_t stamp_value;
-
-static void stamp_mix(uint64_t v) {
-        /* FNV-1a over the 8 bytes of v. */
-        for (int i = 0; i < 8; i++) {
-                stamp_value ^= (v >> (8 * i)) & 0xff;
-                stamp_value *= 0x100000001b3ULL;
-        }
-}
+static uint64_t *stamp_target;
 
 static int stamp_entry(const char *fpath, const struct stat *st, int typeflag, struct FTW *ftw) {
-        stamp_mix(st->st_ino);
-        stamp_mix(st->st_size);
-        stamp_mix((uint64_t) st->st_ctim.tv_sec * 1000000000ULL + st->st_ctim.tv_nsec);
-        stamp_mix((uint64_t) st->st_mtim.tv_sec * 1000000000ULL + st->st_mtim.tv_nsec);
-        for (const char *c = fpath; *c; c++)
-                stamp_mix((unsigned char) *c);
+        stamp_add_stat(stamp_target, st);
+        stamp_add_string(stamp_target, fpath);
         return 0;
 }
 
 int image_directory_stamp(const char *path, uint64_t *ret) {
-        /* nftw() has no user data pointer; this runs under the transition lock only. */
-        stamp_value = 0xcbf29ce484222325ULL;
-        if (nftw(path, stamp_entry, 16, FTW_PHYS | FTW_MOUNT) < 0)
+        uint64_t stamp = STAMP_INIT;
+        int r;
+
+        /* nftw() has no user data pointer; the engine runs one transition at a time. */
+        stamp_target = &stamp;
+        r = nftw(path, stamp_entry, 16, FTW_PHYS | FTW_MOUNT);
+        stamp_target = NULL;
+        if (r < 0)
                 return negative_errno();
-        *ret = stamp_value;
+        *ret = stamp;
         return 0;
+}
+
+/* The verity sidecars of a raw image are part of its identity: a new signature, a removed
+ * hash tree or a replaced root hash change the verdict. */
+static uint64_t sidecar_stamp(int dir_fd, const char *name) {
+        static const char *const suffixes[] = { ".roothash", ".verity", ".roothash.p7s" };
+        uint64_t stamp = STAMP_INIT;
+
+        for (size_t i = 0; i < ELEMENTSOF(suffixes); i++) {
+                _cleanup_free_ char *p = strjoin3(name, suffixes[i], "");
+                struct stat st;
+
+                if (p && fstatat(dir_fd, p, &st, 0) == 0)
+                        stamp_add_stat(&stamp, &st);
+                else
+                        stamp_add_u64(&stamp, 0);
+        }
+        return stamp;
 }
 
 static bool is_sidecar(const char *name) {
@@ -192,8 +203,11 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                                 return -ENOMEM;
                         }
                         l.n++;
-                        if (n->kind == IMAGE_DIRECTORY && image_directory_stamp(n->path, &n->stamp) < 0)
-                                n->stamp = 0; /* unreadable: the probe says why */
+                        if (n->kind == IMAGE_DIRECTORY) {
+                                if (image_directory_stamp(n->path, &n->stamp) < 0)
+                                        n->stamp = 0; /* unreadable: the probe says why */
+                        } else
+                                n->stamp = sidecar_stamp(dirfd(d), n->name);
                 }
                 closedir(d);
         }
@@ -397,9 +411,11 @@ static int disk_verity(int fd, const char *image_path, int dir_fd, const char *n
                         return -ENOMEM;
                 r = read_file_at(dir_fd, p, 4096, &text, NULL);
                 if (r >= 0) {
-                        v.roothash = strdup(strstrip(text));
-                        if (!v.roothash)
-                                return -ENOMEM;
+                        r = verity_normalize_roothash(text, &v.roothash);
+                        if (r == -ENOMEM)
+                                return r;
+                        if (r < 0)
+                                return asprintf(ret_reason, "%s does not hold a hex root hash", p) < 0 ? -ENOMEM : -EBADMSG;
                 } else if (strlen(l->data.uuid) == 36 && strlen(l->verity.uuid) == 36) {
                         /* The data partition's UUID is the first half of the root hash, the
                          * verity partition's the second. */
@@ -607,6 +623,21 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
                         return refuse(img, IMAGE_REFUSED, "wrong media on /dev/loop%i: %s", img->loop->nr, strna(msg));
                 return refuse(img, IMAGE_REFUSED, "cannot mount %s file system: %m%s%s", img->fstype, msg ? ": " : "",
                               msg ?: "");
+        }
+
+        /* A user-space check reads the image once; the mount reads the file again later.  A
+         * write in between would go unchecked: the file must be untouched since it was
+         * opened.  (Writes after this point are what dm-verity exists for; see sysextd(8).) */
+        if (img->verity == VERITY_USERSPACE) {
+                struct stat now;
+
+                if (fstat(fd, &now) < 0)
+                        return refuse(img, IMAGE_REFUSED, "cannot stat image: %m");
+                if (now.st_size != img->st.st_size || now.st_mtim.tv_sec != img->st.st_mtim.tv_sec ||
+                    now.st_mtim.tv_nsec != img->st.st_mtim.tv_nsec || now.st_ctim.tv_sec != img->st.st_ctim.tv_sec ||
+                    now.st_ctim.tv_nsec != img->st.st_ctim.tv_nsec)
+                        return refuse(img, IMAGE_REFUSED,
+                                      "the image file was modified while it was being verified; its content is not trusted");
         }
         return 0;
 }

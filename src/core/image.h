@@ -50,6 +50,7 @@ typedef struct Image {
         bool usr_partition; /* disk image with a usr partition: its root is the image's usr/ */
         VerityMode verity;
         bool signed_valid;  /* a root hash signature checked against the trusted certificates */
+        uint64_t judged_by; /* stamp of the policy and certificates the verdict was made under */
 } Image;
 
 typedef enum ImagePolicy {

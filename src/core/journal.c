@@ -135,6 +135,7 @@ int journal_from_json(const char *text, Journal *ret) {
                 return -EBADMSG;
 
         j.generation = get_u64(root, "generation");
+        j.config_stamp = get_u64(root, "config_stamp");
 
         if (json_object_object_get_ex(root, "hierarchies", &a) && json_object_is_type(a, json_type_array))
                 for (size_t i = 0; i < json_object_array_length(a); i++) {
@@ -221,6 +222,7 @@ int journal_to_json(const Journal *j, char **ret) {
         if (!root)
                 return -ENOMEM;
         json_object_object_add(root, "generation", json_object_new_uint64(j->generation));
+        json_object_object_add(root, "config_stamp", json_object_new_uint64(j->config_stamp));
 
         a = json_object_new_array();
         json_object_object_add(root, "hierarchies", a);

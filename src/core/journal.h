@@ -37,6 +37,7 @@ typedef struct JournalTransition {
 
 typedef struct Journal {
         uint64_t generation;
+        uint64_t config_stamp; /* policy and trusted certificates the images were judged by */
         JournalHierarchy *hierarchies;
         size_t n_hierarchies;
         JournalImage *images;

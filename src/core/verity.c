@@ -65,7 +65,7 @@ static int set_reason(char **ret_reason, int error, const char *fmt, ...) {
         return error;
 }
 
-static int normalize_roothash(const char *in, char **ret) {
+int verity_normalize_roothash(const char *in, char **ret) {
         _cleanup_free_ char *s = strdup(in);
         char *t;
         size_t n;
@@ -112,7 +112,7 @@ int verity_find_sidecars(int dir_fd, const char *dir_path, const char *name, Ver
         r = read_file_at(dir_fd, p_hash, 4096, &text, NULL);
         if (r < 0)
                 return set_reason(ret_reason, -EBADMSG, "cannot read %s: %s", p_hash, strerror(-r));
-        r = normalize_roothash(text, &v.roothash);
+        r = verity_normalize_roothash(text, &v.roothash);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
@@ -151,7 +151,7 @@ int verity_parse_signature_json(const char *json, char **ret_roothash, uint8_t *
                 return set_reason(ret_reason, -EBADMSG,
                                   "signature partition is not JSON with \"rootHash\" and \"signature\" strings");
         }
-        r = normalize_roothash(json_object_get_string(h), &hash);
+        r = verity_normalize_roothash(json_object_get_string(h), &hash);
         b64 = json_object_get_string(s);
         len = strlen(b64);
         sig = malloc(len / 4 * 3 + 3);
@@ -232,8 +232,17 @@ int verity_check_signature(const VeritySource *v, const char *cert_dir, char **r
          * NOVERIFY: they are trusted as they are (no chain to a CA). */
         if (PKCS7_verify(p7, certs, store, data_bio, NULL, PKCS7_NOINTERN | PKCS7_NOVERIFY | PKCS7_BINARY) == 1)
                 r = 1;
-        else
-                r = set_reason(ret_reason, 0, "the root hash signature was not made by a certificate in %s", cert_dir);
+        else {
+                /* Tell "signed by a stranger" from "signed by us, but not this root hash". */
+                STACK_OF(X509) *signers = PKCS7_get0_signers(p7, certs, PKCS7_NOINTERN);
+                if (signers && sk_X509_num(signers) > 0)
+                        r = set_reason(ret_reason, 0,
+                                       "the signature is by a trusted certificate in %s but does not match the root hash %s",
+                                       cert_dir, v->roothash);
+                else
+                        r = set_reason(ret_reason, 0, "the root hash signature was not made by a certificate in %s", cert_dir);
+                sk_X509_free(signers);
+        }
 finish:
         BIO_free(sig_bio);
         BIO_free(data_bio);

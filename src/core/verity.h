@@ -28,6 +28,9 @@ typedef struct VeritySource {
 void verity_source_done(VeritySource *v);
 #define _cleanup_verity_source_ _cleanup_(verity_source_done)
 
+/* Checks and lowercases a hex root hash (whitespace around it is dropped). */
+int verity_normalize_roothash(const char *in, char **ret);
+
 /* Looks for NAME.roothash, NAME.verity and NAME.roothash.p7s next to the image at dir_fd.
  * Returns 0 with roothash NULL when there are none, -EBADMSG with *ret_reason when the set
  * is incomplete or unreadable. */

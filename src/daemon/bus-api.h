@@ -20,13 +20,16 @@
 
 /* Merge/Refresh/Unmerge(a{sv} options) -> (t generation, b changed, a(us) messages) */
 #define SYSEXTD_TRANSITION_REPLY "tba(us)"
-/* ListImages() -> a(sssss): name, kind, path, status, reason */
-#define SYSEXTD_IMAGE_STRUCT "(sssss)"
-/* GetStatus() -> (s mode, t generation, a(sbastb) hierarchies, a(ssss) skipped)
+/* ListImages() -> a(ssssssb): name, kind, path, status, reason, verity, signed */
+#define SYSEXTD_IMAGE_STRUCT "(ssssssb)"
+/* GetStatus() -> (s mode, t generation, a(sbastb) hierarchies, a(ssss) skipped, s policy,
+ *                 a(sssb) images)
  *   hierarchy: path, merged, extensions, since (usec, CLOCK_REALTIME), foreign mount on top
- *   skipped:   name, path, status, reason */
+ *   skipped:   name, path, status, reason
+ *   images:    name, path, verity ("none", "userspace", "dm"), signed — the merged ones */
 #define SYSEXTD_HIERARCHY_STRUCT "(sbastb)"
 #define SYSEXTD_SKIPPED_STRUCT "(ssss)"
+#define SYSEXTD_MERGED_IMAGE_STRUCT "(sssb)"
 
 /* How long a client waits for a transition. */
 #define SYSEXTD_CALL_TIMEOUT_USEC (15ULL * 60ULL * 1000000ULL)

@@ -33,6 +33,7 @@
 #include "daemon.h"
 #include "fd-util.h"
 #include "overlay.h"
+#include "verity.h"
 #include "log.h"
 #include "mounts.h"
 #include "swap.h"
@@ -176,6 +177,8 @@ static _noreturn_ void worker_main(Manager *m, Job *j, int fd) {
                         json_object_array_add(e, json_object_new_string(l.images[i].path));
                         json_object_array_add(e, json_object_new_string(image_verdict_to_string(l.images[i].verdict)));
                         json_object_array_add(e, json_object_new_string(l.images[i].reason ?: ""));
+                        json_object_array_add(e, json_object_new_string(verity_mode_to_string(l.images[i].verity)));
+                        json_object_array_add(e, json_object_new_boolean(l.images[i].signed_valid));
                         json_object_array_add(a, e);
                 }
                 json_object_object_add(o, "images", a);
@@ -207,6 +210,10 @@ static _noreturn_ void worker_main(Manager *m, Job *j, int fd) {
                         json_object_object_add(e, "mtime_sec", json_object_new_int64(img->st.st_mtim.tv_sec));
                         json_object_object_add(e, "mtime_nsec", json_object_new_int64(img->st.st_mtim.tv_nsec));
                         json_object_object_add(e, "stamp", json_object_new_uint64(img->stamp));
+                        json_object_object_add(e, "judged_by", json_object_new_uint64(img->judged_by));
+                        json_object_object_add(e, "verity", json_object_new_int(img->verity));
+                        json_object_object_add(e, "signed", json_object_new_boolean(img->signed_valid));
+                        json_object_object_add(e, "usr_partition", json_object_new_boolean(img->usr_partition));
                         json_object_array_add(a, e);
                         fds[n_fds++] = img->root_fd;
                 }
@@ -286,7 +293,9 @@ static int reply_list(Job *j, json_object *o) {
                                                   json_object_get_string(json_object_array_get_idx(e, 1)),
                                                   json_object_get_string(json_object_array_get_idx(e, 2)),
                                                   json_object_get_string(json_object_array_get_idx(e, 3)),
-                                                  json_object_get_string(json_object_array_get_idx(e, 4)));
+                                                  json_object_get_string(json_object_array_get_idx(e, 4)),
+                                                  json_object_get_string(json_object_array_get_idx(e, 5)),
+                                                  json_object_get_boolean(json_object_array_get_idx(e, 6)));
                         if (r < 0)
                                 return r;
                 }
@@ -414,6 +423,10 @@ static int received_add(Job *j, const int *fds, size_t n_fds) {
                 img->st.st_mtim.tv_sec = json_object_get_int64(GET("mtime_sec"));
                 img->st.st_mtim.tv_nsec = json_object_get_int64(GET("mtime_nsec"));
                 img->stamp = json_object_get_uint64(GET("stamp"));
+                img->judged_by = json_object_get_uint64(GET("judged_by"));
+                img->verity = json_object_get_int(GET("verity"));
+                img->signed_valid = json_object_get_boolean(GET("signed"));
+                img->usr_partition = json_object_get_boolean(GET("usr_partition"));
 #undef GET
         }
         json_object_put(o);
@@ -723,6 +736,24 @@ static int method_get_status(sd_bus_message *message, void *userdata, sd_bus_err
         r = sd_bus_message_close_container(reply);
         if (r < 0)
                 return r;
+        r = sd_bus_message_append(reply, "s", s.policy);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', SYSEXTD_MERGED_IMAGE_STRUCT);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < s.journal.n_images; i++) {
+                JournalImage *img = &s.journal.images[i];
+                if (!streq_ptr(img->verdict, "compatible"))
+                        continue;
+                r = sd_bus_message_append(reply, SYSEXTD_MERGED_IMAGE_STRUCT, img->name, img->path,
+                                          img->verity ?: "none", img->signed_valid);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
         return sd_bus_send(NULL, reply, NULL);
 }
 
@@ -733,6 +764,7 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
         _cleanup_strv_free_ char **list = NULL;
         int r;
 
+        manager_update_idle(m);
         if (streq(property, "Root"))
                 return sd_bus_message_append(reply, "s", m->engine->root);
         if (streq(property, "KernelFeatures")) {
@@ -748,6 +780,8 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return sd_bus_message_append(reply, "t", s.generation);
         if (streq(property, "Mode"))
                 return sd_bus_message_append(reply, "s", s.mode);
+        if (streq(property, "ImagePolicy"))
+                return sd_bus_message_append(reply, "s", s.policy);
 
         list = calloc(1, sizeof(char *));
         if (!list)
@@ -778,6 +812,7 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_PROPERTY("Extensions", "as", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("KernelFeatures", "as", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Mode", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("ImagePolicy", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD_WITH_ARGS("Merge", SD_BUS_ARGS("a{sv}", options),
                                 SD_BUS_RESULT("t", generation, "b", changed, "a(us)", messages), method_merge,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
@@ -787,10 +822,11 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("Unmerge", SD_BUS_ARGS("a{sv}", options),
                                 SD_BUS_RESULT("t", generation, "b", changed, "a(us)", messages), method_unmerge,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("ListImages", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(sssss)", images), method_list_images,
+        SD_BUS_METHOD_WITH_ARGS("ListImages", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssssssb)", images), method_list_images,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetStatus", SD_BUS_NO_ARGS,
-                                SD_BUS_RESULT("s", mode, "t", generation, "a(sbastb)", hierarchies, "a(ssss)", skipped),
+                                SD_BUS_RESULT("s", mode, "t", generation, "a(sbastb)", hierarchies, "a(ssss)", skipped,
+                                              "s", policy, "a(sssb)", images),
                                 method_get_status, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("TreeChanged", SD_BUS_ARGS("t", generation, "as", extensions), 0),
         SD_BUS_VTABLE_END,
@@ -856,6 +892,8 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
                 log_error_errno(r, "Failed to connect to the system bus: %m");
                 goto finish;
         }
+        /* Serving nobody makes no sense: go when the bus does. */
+        (void) sd_bus_set_exit_on_disconnect(m.bus, true);
         r = sd_bus_add_object_vtable(m.bus, &m.vtable_slot, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, manager_vtable, &m);
         if (r < 0) {
                 log_error_errno(r, "Failed to register the object: %m");

@@ -1,0 +1,176 @@
+#!/bin/bash
+# Merge, Refresh and Unmerge are for root only, checked twice:
+#  - by the bus policy (conf/org.sysextd1.conf): an unprivileged caller
+#    (nobody:nogroup, no supplementary groups) gets
+#    org.freedesktop.DBus.Error.AccessDenied from the bus;
+#  - by the daemon from the caller's credentials: with a permissive bus policy
+#    that lets everyone send anything to org.sysextd1, the daemon itself
+#    refuses with org.sysextd1.Error.AccessDenied and a message naming the uid.
+# After each refusal the tree is exactly as it was. The same caller gets
+# GetStatus, ListImages, every property, GetAll and introspection, and the CLI
+# run as nobody prints status and list and fails with one line for the rest.
+set -euo pipefail
+# shellcheck source=test/lib.sh
+. "$(dirname "$0")/../lib.sh"
+# shellcheck source=test/bus/lib-bus.sh
+. "$(dirname "$0")/lib-bus.sh"
+enter_sandbox "$@"
+bus_requirements
+require_cmd gdbus
+make_root
+bus_setup_images
+id nobody >/dev/null 2>&1 || skip "no user nobody"
+getent group nogroup >/dev/null || skip "no group nogroup"
+NOBODY_UID=$(id -u nobody)
+
+PROPS=(Root Generation Merged Hierarchies Extensions KernelFeatures Mode)
+
+# refused_everything EXPECTED_ERROR_NAME MESSAGE_PART — every mutating method,
+# through busctl, gdbus and the CLI as nobody, is refused with that error;
+# the tree, the generation and the daemon's answers do not change.
+refused_everything() {
+	local want=$1 part=$2 before gen_before method cli_verb err_line
+	before=$(tree_snapshot)
+	gen_before=$(generation)
+	for method in Merge Refresh Unmerge; do
+		check "$method as nobody through gdbus: $want"
+		gcall --unpriv "$method" '{"force": <true>}'
+		assert_failed "$method as nobody"
+		assert_eq "$(gdbus_error_name)" "$want" "error name of $method as nobody"
+		assert_contains "$(gdbus_error_message)" "$part" "error message of $method as nobody"
+
+		check "$method as nobody through busctl: refused"
+		run_bctl --unpriv call org.sysextd1 /org/sysextd1 org.sysextd1.Manager "$method" 'a{sv}' 1 force b true
+		assert_failed "busctl $method as nobody"
+		if [[ "$want" == org.freedesktop.DBus.Error.AccessDenied ]]; then
+			# busctl prints the message only: the bus's is "Access denied"
+			# (sd-bus' text for that error name).
+			assert_contains "$ERR" "Access denied" "busctl's error for $method"
+		else
+			assert_contains "$ERR" "$part" "busctl's error for $method"
+		fi
+
+		cli_verb=${method,,}
+		check "sysextd $cli_verb as nobody: exit 1, one line"
+		run_cli --unpriv "$cli_verb"
+		assert_rc 1 "sysextd $cli_verb as nobody"
+		assert_eq "$(wc -l <<<"$ERR")" 1 "lines on stderr of sysextd $cli_verb as nobody"
+		if [[ "$want" != org.freedesktop.DBus.Error.AccessDenied ]]; then
+			err_line=$ERR
+			assert_eq "$err_line" "$(gdbus_error_message_for "$method")" "CLI message vs D-Bus message"
+		fi
+
+		check "the tree is unchanged after the refused $method"
+		assert_eq "$(tree_snapshot)" "$before" "tree after refused $method"
+		assert_eq "$(generation)" "$gen_before" "Generation after refused $method"
+	done
+}
+
+# gdbus_error_message_for METHOD — the error message of METHOD as nobody.
+gdbus_error_message_for() {
+	local o=$OUT e=$ERR r=$RC msg
+	gcall --unpriv "$1" '{"force": <true>}' 2>/dev/null
+	msg=$(gdbus_error_message)
+	OUT=$o ERR=$e RC=$r
+	echo "$msg"
+}
+
+# readers_allowed — everything read-only works for nobody.
+readers_allowed() {
+	local p cli_status
+	check "GetStatus as nobody through busctl and gdbus"
+	run_bctl --unpriv call org.sysextd1 /org/sysextd1 org.sysextd1.Manager GetStatus
+	assert_ok "busctl GetStatus as nobody"
+	assert_contains "$OUT" "sta(sbastb)a(ssss)sa(sssb)" "GetStatus reply"
+	gcall --unpriv GetStatus
+	assert_ok "gdbus GetStatus as nobody"
+
+	check "ListImages as nobody through busctl"
+	run_bctl --unpriv call org.sysextd1 /org/sysextd1 org.sysextd1.Manager ListImages
+	assert_ok "busctl ListImages as nobody"
+	assert_contains "$OUT" '"ext1" "erofs"' "ListImages reply"
+	assert_contains "$OUT" '"ext2" "erofs"' "ListImages reply"
+
+	check "every property as nobody, one by one and with GetAll"
+	for p in "${PROPS[@]}"; do
+		run_bctl --unpriv get-property org.sysextd1 /org/sysextd1 org.sysextd1.Manager "$p"
+		assert_ok "get-property $p as nobody"
+		assert_eq "$OUT" "$(prop "$p")" "property $p as nobody vs as root"
+	done
+	run_bctl --unpriv call org.sysextd1 /org/sysextd1 org.freedesktop.DBus.Properties GetAll s org.sysextd1.Manager
+	assert_ok "GetAll as nobody"
+
+	check "introspection as nobody"
+	run_bctl --unpriv introspect org.sysextd1 /org/sysextd1 org.sysextd1.Manager
+	assert_ok "introspect as nobody"
+	assert_contains "$OUT" ".GetStatus" "introspection"
+
+	check "sysextd status and list as nobody = as root"
+	run_cli --unpriv status
+	assert_ok "sysextd status as nobody"
+	cli_status=$OUT
+	run_cli status
+	assert_ok "sysextd status as root"
+	assert_eq "$cli_status" "$OUT" "status as nobody vs as root"
+	run_cli --unpriv list
+	assert_ok "sysextd list as nobody"
+	assert_contains "$OUT" ext1 "list as nobody"
+}
+
+# ------------------------------------------------------------ default policy
+start_bus "$NOIDLE_CONF"
+
+check "unmerged: nobody cannot merge (bus policy)"
+run_cli status
+assert_ok "status"
+refused_everything org.freedesktop.DBus.Error.AccessDenied 'member="'
+assert_missing "$R/usr/share/ext1/hello"
+readers_allowed
+
+check "root merges"
+run_cli merge
+assert_ok "merge as root"
+assert_file_content "$R/usr/share/ext1/hello" "hello from ext1"
+
+check "merged: nobody cannot refresh or unmerge (bus policy)"
+refused_everything org.freedesktop.DBus.Error.AccessDenied 'member="'
+assert_file_content "$R/usr/share/ext1/hello" "hello from ext1"
+readers_allowed
+
+# --------------------------------------- permissive policy: the daemon refuses
+stop_bus
+rm -rf "$BUS_DIR"
+cat >"$WORK/permissive.conf" <<'EOF'
+<?xml version="1.0"?>
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+        "https://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<!-- For this test only: everyone may send everything to org.sysextd1, so
+     that the daemon's own check is what refuses. -->
+<busconfig>
+        <policy context="default">
+                <allow send_destination="org.sysextd1"/>
+        </policy>
+</busconfig>
+EOF
+chmod 0644 "$WORK/permissive.conf"
+BUS_EXTRA_POLICY=$WORK/permissive.conf
+start_bus "$NOIDLE_CONF"
+
+check "the permissive policy is in force: nobody's Merge reaches the daemon"
+gcall --unpriv Merge '{"force": <true>}'
+assert_failed "Merge as nobody"
+assert_ne "$(gdbus_error_name)" org.freedesktop.DBus.Error.AccessDenied \
+	"error name with the permissive policy (the bus should let the call through)"
+
+check "merged: the daemon refuses nobody's Refresh/Unmerge/Merge by uid"
+refused_everything org.sysextd1.Error.AccessDenied "uid $NOBODY_UID"
+assert_file_content "$R/usr/share/ext1/hello" "hello from ext1"
+
+check "unmerged: the daemon refuses nobody's Merge by uid"
+run_cli unmerge
+assert_ok "unmerge as root"
+refused_everything org.sysextd1.Error.AccessDenied "uid $NOBODY_UID"
+assert_missing "$R/usr/share/ext1/hello"
+readers_allowed
+
+echo "PASS"
