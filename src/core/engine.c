@@ -327,6 +327,7 @@ static void keep_probed(Engine *e, ImageList *images) {
         e->probed_valid = true;
 }
 
+/* Probes the images of l, discovered by the caller. */
 static int probe_all(Engine *e, ImageList *l, bool noexec) {
         _cleanup_release_ Release host = {};
         _cleanup_free_ char *cert_dir = NULL;
@@ -338,10 +339,6 @@ static int probe_all(Engine *e, ImageList *l, bool noexec) {
         if (r < 0)
                 return engine_fail(e, ENGINE_ERROR_FAILED, r,
                                    "Failed to read the os-release of %s (usr/lib/os-release or etc/os-release): %m", e->root);
-
-        r = image_discover(e->root_fd, e->root, e->config.search_dirs, l);
-        if (r < 0)
-                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to look for images under %s: %m", e->root);
 
         cert_dir = path_join(e->root, e->config.trusted_dir);
         if (!cert_dir)
@@ -370,6 +367,9 @@ int engine_list(Engine *e, ImageList *ret) {
         _cleanup_image_list_ ImageList l = {};
         int r;
 
+        r = image_discover(e->root_fd, e->root, e->config.search_dirs, &l);
+        if (r < 0)
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to look for images under %s: %m", e->root);
         r = probe_all(e, &l, false);
         if (r < 0)
                 return r;
@@ -600,8 +600,6 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                         r = 0;
                         goto finish;
                 }
-                image_list_free(&images);
-
                 r = probe_all(e, &images, noexec);
                 if (r < 0)
                         goto finish;

@@ -869,6 +869,12 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
         /* Finish or discard a transition a crash interrupted, before serving anyone. */
         (void) engine_recover(m.engine);
 
+        /* Probe the kernel once here: every worker is forked from this process and inherits
+         * the answers instead of probing again. */
+        (void) kernel_has_mount_beneath();
+        (void) overlay_detached_layers_supported();
+        (void) verity_dm_available();
+
         sigemptyset(&ss);
         sigaddset(&ss, SIGCHLD);
         sigaddset(&ss, SIGTERM);
