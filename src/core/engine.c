@@ -96,6 +96,15 @@ Engine *engine_free(Engine *e) {
 
 /* Logs the failure once and keeps it for the bus. */
 static int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) _printf_(4, 5);
+
+static int load_journal(Engine *e, Journal *ret) {
+        int r = journal_load(e->root_fd, ret);
+
+        if (r > 0)
+                log_warning("%s/%s could not be read; it was moved to %s/%s.corrupt and a new one is started.",
+                            e->root, JOURNAL_FILE, e->root, JOURNAL_FILE);
+        return r;
+}
 static int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) {
         va_list ap;
 
@@ -263,7 +272,7 @@ int engine_recover(Engine *e) {
         r = engine_lock(e);
         if (r < 0)
                 return r;
-        r = journal_load(e->root_fd, &j);
+        r = load_journal(e, &j);
         if (r < 0)
                 r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read %s/%s: %m", e->root, JOURNAL_FILE);
         else
@@ -504,7 +513,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         bool any_ours = false, any_merged = false, any_work = false;
         int r;
 
-        r = journal_load(e->root_fd, &j);
+        r = load_journal(e, &j);
         if (r < 0)
                 return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read %s/%s: %m", e->root, JOURNAL_FILE);
         r = recover_locked(e, &j);
@@ -939,7 +948,7 @@ int engine_status(Engine *e, EngineStatus *ret) {
         size_t n = strv_length(e->config.hierarchies);
         int r;
 
-        r = journal_load(e->root_fd, &s.journal);
+        r = load_journal(e, &s.journal);
         if (r < 0)
                 return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read %s/%s: %m", e->root, JOURNAL_FILE);
         s.generation = s.journal.generation;

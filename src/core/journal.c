@@ -294,7 +294,17 @@ int journal_load(int root_fd, Journal *ret) {
         }
         if (r < 0)
                 return r;
-        return journal_from_json(text, ret);
+        r = journal_from_json(text, ret);
+        if (r == -EBADMSG) {
+                /* A journal that cannot be read must not lock everyone out: keep it for
+                 * inspection and start afresh.  The mount table still tells what is ours
+                 * (markers), so nothing is lost but the history. */
+                if (renameat(root_fd, JOURNAL_FILE, root_fd, JOURNAL_FILE ".corrupt") < 0)
+                        return negative_errno();
+                *ret = (Journal) {};
+                return 1;
+        }
+        return r;
 }
 
 int journal_save(int root_fd, const Journal *j) {

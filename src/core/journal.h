@@ -58,7 +58,8 @@ void journal_done(Journal *j);
 int journal_from_json(const char *text, Journal *ret);
 int journal_to_json(const Journal *j, char **ret);
 
-/* Load from / save to the root (missing file: empty journal). Saving is atomic (rename). */
+/* Load from / save to the root (missing file: empty journal). Saving is atomic (rename).
+ * An unreadable journal is moved to state.json.corrupt and an empty one returned, with 1. */
 int journal_load(int root_fd, Journal *ret);
 int journal_save(int root_fd, const Journal *j);
 
