@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -102,4 +104,46 @@ int fd_mount_id(int fd, const char *path, uint64_t *ret, bool *ret_is_mount_root
                 *ret_is_mount_root = sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT &&
                                      sx.stx_attributes & STATX_ATTR_MOUNT_ROOT;
         return 0;
+}
+
+int openat_walk(int dir_fd, const char *path, int flags) {
+        _cleanup_free_ char *copy = strdup(path);
+        _cleanup_close_ int cur = -EBADF;
+        char *saveptr = NULL, *comp, *next;
+        int fd;
+
+        if (!copy)
+                return -ENOMEM;
+        if (path[0] == '/')
+                return -EXDEV;
+        comp = strtok_r(copy, "/", &saveptr);
+        if (!comp)
+                return -EINVAL;
+        for (;;) {
+                if (streq(comp, ".."))
+                        return -EXDEV;
+                next = strtok_r(NULL, "/", &saveptr);
+                if (!next)
+                        break;
+                fd = openat(cur >= 0 ? cur : dir_fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0)
+                        return errno == ENOTDIR ? -ELOOP : negative_errno();
+                safe_close(cur);
+                cur = fd;
+                comp = next;
+        }
+        fd = openat(cur >= 0 ? cur : dir_fd, comp, flags | O_NOFOLLOW | O_CLOEXEC);
+        return fd < 0 ? negative_errno() : fd;
+}
+
+int openat_resolve(int dir_fd, const char *path, int flags, uint64_t resolve) {
+        struct open_how how = { .flags = (uint64_t) (flags | O_CLOEXEC), .resolve = resolve };
+        int fd;
+
+        fd = syscall(SYS_openat2, dir_fd, path, &how, sizeof(how));
+        if (fd >= 0)
+                return fd;
+        if (errno != ENOSYS && errno != EPERM)
+                return negative_errno();
+        return openat_walk(dir_fd, path, flags);
 }

@@ -16,6 +16,14 @@ int send_with_fds(int sock, const void *data, size_t size, const int *fds, size_
 /* Receives into a freshly allocated, NUL-terminated buffer; fds received get O_CLOEXEC. */
 int recv_with_fds(int sock, char **ret_data, int *fds, size_t max_fds, size_t *ret_n_fds);
 
+/* openat2() with the given RESOLVE_* flags.  Where openat2() is not allowed (seccomp filters
+ * that cannot inspect its arguments answer ENOSYS or EPERM), falls back to a walk of the path
+ * one component at a time with O_NOFOLLOW that refuses "..", absolute paths and every
+ * symlink: never less strict than the flags asked for. */
+int openat_resolve(int dir_fd, const char *path, int flags, uint64_t resolve);
+/* The fallback itself. */
+int openat_walk(int dir_fd, const char *path, int flags);
+
 /* Mount identity of the mount an fd (or dir_fd + path) is on. Prefers the 64-bit unique id of
  * Linux 6.8, falls back to the reusable id. */
 int fd_mount_id(int fd, const char *path, uint64_t *ret, bool *ret_is_mount_root);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "fd-util.h"
 #include "util.h"
 
 void strv_free(char **l) {
@@ -136,16 +137,12 @@ char *strstrip(char *s) {
 
 int read_file_at(int dir_fd, const char *path, size_t max_size, char **ret, size_t *ret_size) {
         _cleanup_close_ int fd = -EBADF;
-        struct open_how how = {
-                .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
-                /* Absolute symlinks (etc/os-release -> /usr/lib/os-release) resolve inside
-                 * the tree, never outside it. */
-                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-        };
 
-        fd = syscall(SYS_openat2, dir_fd, path, &how, sizeof(how));
+        /* Absolute symlinks (etc/os-release -> /usr/lib/os-release) resolve inside the tree,
+         * never outside it. */
+        fd = openat_resolve(dir_fd, path, O_RDONLY | O_NOCTTY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
         if (fd < 0)
-                return negative_errno();
+                return fd;
         return read_fd_full(fd, max_size, ret, ret_size);
 }
 

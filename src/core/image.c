@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 
+#include "fd-util.h"
 #include "image.h"
 #include "missing.h"
 #include "util.h"
@@ -501,12 +502,7 @@ static int check_size(int fd, uint64_t offset, ImageKind kind, uint64_t file_siz
 }
 
 static int open_beneath(int dir_fd, const char *path, int flags) {
-        struct open_how how = {
-                .flags = flags | O_CLOEXEC,
-                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-        };
-        int fd = syscall(SYS_openat2, dir_fd, path, &how, sizeof(how));
-        return fd < 0 ? negative_errno() : fd;
+        return openat_resolve(dir_fd, path, flags, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 }
 
 /* Opens a raw image: recognises it, finds its verity data, applies the policy, attaches it,
