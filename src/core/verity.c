@@ -10,10 +10,11 @@
  * against the certificates in the trusted directory; with dm-verity the kernel keyring is
  * tried first.
  *
- * Two modes: with device-mapper, a dm-verity device over our loop device is what gets
- * mounted, so every read is checked for as long as it is mounted; without it, libcryptsetup
- * checks the whole image against the root hash in user space before it is mounted
- * (CRYPT_VERITY_CHECK_HASH), and status says so ("verity=userspace").
+ * Two modes: with device-mapper, a dm-verity device over our loop devices (data and hash
+ * tree) is what gets mounted, so every read is checked for as long as it is mounted, and it
+ * is read once in full before the merge so that a tampered image is refused up front;
+ * without it, libcryptsetup checks the whole image against the root hash in user space
+ * before it is mounted (CRYPT_VERITY_CHECK_HASH), and status says so ("verity=userspace").
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -303,6 +304,28 @@ static void crypt_freep(struct crypt_device **cd) {
         crypt_free(*cd);
 }
 
+static int read_all(int fd) {
+        _cleanup_free_ char *buf = malloc(1024 * 1024);
+        off_t offset = 0;
+
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t k = pread(fd, buf, 1024 * 1024, offset);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                if (k == 0)
+                        break;
+                offset += k;
+        }
+        /* The pages were only read to be checked; the mount reads what it needs. */
+        (void) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        return 0;
+}
+
 void verity_device_release(VerityDevice *d) {
         /* Deferred: the device goes away when the last mount of it does. */
         if (d->name)
@@ -318,7 +341,9 @@ int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char
                 .flags = mode == VERITY_USERSPACE ? CRYPT_VERITY_CHECK_HASH : 0,
         };
         _cleanup_free_ char *key = NULL, *name = NULL, *node = NULL, *said = NULL;
-        char data_path[PROC_FD_PATH_MAX];
+        __attribute__((cleanup(loopdev_freep))) LoopDevice *hash_loop = NULL;
+        char data_path[PROC_FD_PATH_MAX], hash_path[PROC_FD_PATH_MAX];
+        const char *hash = v->hash_path;
         size_t key_size;
         int r;
 
@@ -327,7 +352,23 @@ int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char
         if (r < 0)
                 return r == -ENOMEM ? r : set_reason(ret_reason, -EBADMSG, "invalid root hash");
 
-        r = crypt_init_data_device(&cd, v->hash_path, format_proc_fd_path(data_path, data_fd));
+        if (mode == VERITY_DM) {
+                /* dm-verity needs the hash tree on a block device.  Attach it ourselves,
+                 * read-only and autoclear like the data, rather than have libcryptsetup attach
+                 * one read-write: the dm table holds it for as long as the device lives. */
+                _cleanup_close_ int hash_fd = open(v->hash_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+                if (hash_fd < 0)
+                        return set_reason(ret_reason, -EBADMSG, "cannot open the hash tree %s: %m", v->hash_path);
+                r = loopdev_attach(hash_fd, v->hash_offset, 0, &hash_loop);
+                if (r < 0)
+                        return set_reason(ret_reason, -EBADMSG, "cannot attach the hash tree %s to a loop device: %s",
+                                          v->hash_path, strerror(-r));
+                hash = format_proc_fd_path(hash_path, hash_loop->fd);
+                params.hash_area_offset = 0;
+        }
+
+        r = crypt_init_data_device(&cd, hash, format_proc_fd_path(data_path, data_fd));
         if (r < 0)
                 return set_reason(ret_reason, -EBADMSG, "cannot open the hash tree %s: %s", v->hash_path, strerror(-r));
         crypt_set_log_callback(cd, collect_crypt_log, &said);
@@ -386,6 +427,18 @@ int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char
                         return r;
                 }
                 ret->devnum = st.st_rdev;
+        }
+
+        /* dm-verity checks each block when it is read, so a tampered block would only show
+         * as an I/O error later, in some reader.  Read the whole device once now: the kernel
+         * checks every block against the root hash, and a tampered image is refused here. */
+        r = read_all(ret->fd);
+        if (r < 0) {
+                verity_device_done(ret);
+                if (r == -EIO)
+                        return set_reason(ret_reason, -EBADMSG,
+                                          "verity check failed: dm-verity found data that does not match the root hash");
+                return set_reason(ret_reason, -EBADMSG, "cannot read the dm-verity device: %s", strerror(-r));
         }
         return 0;
 }
