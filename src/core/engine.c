@@ -321,9 +321,16 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
         return false;
 }
 
-/* Keeps the images that went into the new tree, for the next transition's cache. */
+/* Keeps the images that went into the new tree, for the next transition's cache.  Only where
+ * detached mounts serve as layers: before Linux 6.15 the staging worker attached the image
+ * mounts in its namespace, which is gone, and their fds are of no use to anyone. */
 static void keep_probed(Engine *e, ImageList *images) {
         image_list_free(&e->probed);
+        if (!overlay_detached_layers_supported()) {
+                image_list_free(images);
+                e->probed_valid = true; /* an empty cache */
+                return;
+        }
         for (size_t i = 0; i < images->n; i++) {
                 Image *img = &images->images[i];
                 if (img->verdict == IMAGE_COMPATIBLE && img->hierarchies != 0)

@@ -342,7 +342,7 @@ int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char
         };
         _cleanup_free_ char *key = NULL, *name = NULL, *node = NULL, *said = NULL;
         __attribute__((cleanup(loopdev_freep))) LoopDevice *hash_loop = NULL;
-        char data_path[PROC_FD_PATH_MAX], hash_path[PROC_FD_PATH_MAX];
+        char data_path[PROC_FD_PATH_MAX], hash_path[32];
         const char *hash = v->hash_path;
         size_t key_size;
         int r;
@@ -364,7 +364,10 @@ int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char
                 if (r < 0)
                         return set_reason(ret_reason, -EBADMSG, "cannot attach the hash tree %s to a loop device: %s",
                                           v->hash_path, strerror(-r));
-                hash = format_proc_fd_path(hash_path, hash_loop->fd);
+                /* libdevmapper resolves the hash device by name, not through /proc/self/fd:
+                 * name the node of the device we hold open (it cannot change under us). */
+                snprintf(hash_path, sizeof(hash_path), "/dev/loop%i", hash_loop->nr);
+                hash = hash_path;
                 params.hash_area_offset = 0;
         }
 
