@@ -140,6 +140,20 @@ else
 		t=$(readlink "$l" 2>/dev/null) || continue
 		[[ $t == /dev/dm-* || $t == /dev/mapper/* || $t == /dev/loop* ]] && note "  open: $l -> $t ($(cat "${l%/fd/*}/comm" 2>/dev/null))"
 	done
+	# A process started while the tree was merged maps its binary and libraries through the
+	# old overlay and keeps it (and so the image) alive after the lazy detach, as it should:
+	# list the processes with a mapping under /usr on another device than /usr's now.
+	usr_dev=$(stat -c %d /usr)
+	for p in /proc/[0-9]*; do
+		for f in "$p"/map_files/*; do
+			t=$(readlink "$f" 2>/dev/null) || continue
+			[[ $t == /usr/* ]] || continue
+			[[ $(stat -L -c %d "$f" 2>/dev/null) != "$usr_dev" ]] || continue
+			note "  maps from the old tree: pid ${p#/proc/} ($(cat "$p/comm" 2>/dev/null)): $t"
+			break
+		done
+	done
+	ps -eo pid,etimes,comm --sort=etimes 2>/dev/null | head -n 12 | sed 's/^/#   youngest: /'
 	dmsetup info 2>/dev/null | grep -E '^(Name|State|Open count)' | sed 's/^/#   /'
 	note "erofs mounts in any namespace: $(cat /proc/[0-9]*/mountinfo 2>/dev/null | grep -c ' - erofs ')"
 	note "overlays still at /usr: $(for m in /proc/[0-9]*/mountinfo; do awk -v p="$m" '$5 == "/usr" { for (i = 7; $i != "-"; i++); if ($(i + 1) == "overlay") print p }' "$m" 2>/dev/null; done | tr '\n' ' ')"
