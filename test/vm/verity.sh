@@ -153,7 +153,10 @@ else
 			break
 		done
 	done
-	ps -eo pid,etimes,comm --sort=etimes 2>/dev/null | head -n 12 | sed 's/^/#   youngest: /'
+	for p in /proc/[0-9]*; do
+		# start time in clock ticks since boot (field 22 of stat), command, executable
+		note "  process ${p#/proc/}: start $(awk '{print $22}' "$p/stat" 2>/dev/null) $(cat "$p/comm" 2>/dev/null) $(readlink "$p/exe" 2>/dev/null)"
+	done | sort -t' ' -k5 -n | tail -n 12
 	dmsetup info 2>/dev/null | grep -E '^(Name|State|Open count)' | sed 's/^/#   /'
 	note "erofs mounts in any namespace: $(cat /proc/[0-9]*/mountinfo 2>/dev/null | grep -c ' - erofs ')"
 	note "overlays still at /usr: $(for m in /proc/[0-9]*/mountinfo; do awk -v p="$m" '$5 == "/usr" { for (i = 7; $i != "-"; i++); if ($(i + 1) == "overlay") print p }' "$m" 2>/dev/null; done | tr '\n' ' ')"
