@@ -231,78 +231,69 @@ static _noreturn_ void worker_main(Manager *m, Job *j, int fd) {
 
 /* ---- bus side ------------------------------------------------------------------------ */
 
+/* A failed job: the engine's classification and message become the named error. */
+static int reply_failure(Job *j, json_object *o, const char *fallback) {
+        json_object *v;
+        const char *text = json_object_object_get_ex(o, "error", &v) ? json_object_get_string(v) : "";
+        int kind = json_object_object_get_ex(o, "kind", &v) ? json_object_get_int(v) : ENGINE_ERROR_FAILED;
+
+        return sd_bus_reply_method_errorf(j->request, error_name(kind), "%s", isempty(text) ? fallback : text);
+}
+
+static bool job_succeeded(json_object *o) {
+        json_object *v;
+        return json_object_object_get_ex(o, "r", &v) && json_object_get_int(v) >= 0;
+}
+
 static int reply_transition(Job *j, json_object *o) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         json_object *v, *msgs;
-        int r, result = json_object_object_get_ex(o, "r", &v) ? json_object_get_int(v) : -EIO;
+        int r;
 
-        if (result < 0) {
-                const char *text = json_object_object_get_ex(o, "error", &v) ? json_object_get_string(v) : "";
-                int kind = json_object_object_get_ex(o, "kind", &v) ? json_object_get_int(v) : ENGINE_ERROR_FAILED;
-                return sd_bus_reply_method_errorf(j->request, error_name(kind), "%s",
-                                                  isempty(text) ? "The transition failed." : text);
-        }
+        if (!job_succeeded(o))
+                return reply_failure(j, o, "The transition failed.");
 
         r = sd_bus_message_new_method_return(j->request, &reply);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_append(reply, "tb",
-                                  (uint64_t) (json_object_object_get_ex(o, "generation", &v) ? json_object_get_uint64(v) : 0),
-                                  json_object_object_get_ex(o, "changed", &v) && json_object_get_boolean(v));
-        if (r < 0)
-                return r;
-        r = sd_bus_message_open_container(reply, 'a', "(us)");
-        if (r < 0)
-                return r;
-        if (json_object_object_get_ex(o, "messages", &msgs))
-                for (size_t i = 0; i < json_object_array_length(msgs); i++) {
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "tb",
+                                          (uint64_t) (json_object_object_get_ex(o, "generation", &v) ? json_object_get_uint64(v) : 0),
+                                          json_object_object_get_ex(o, "changed", &v) && json_object_get_boolean(v));
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(us)");
+        if (r >= 0 && json_object_object_get_ex(o, "messages", &msgs))
+                for (size_t i = 0; r >= 0 && i < json_object_array_length(msgs); i++) {
                         json_object *e = json_object_array_get_idx(msgs, i);
                         r = sd_bus_message_append(reply, "(us)",
                                                   (uint32_t) json_object_get_int(json_object_array_get_idx(e, 0)),
                                                   json_object_get_string(json_object_array_get_idx(e, 1)));
-                        if (r < 0)
-                                return r;
                 }
-        r = sd_bus_message_close_container(reply);
-        if (r < 0)
-                return r;
-        return sd_bus_send(NULL, reply, NULL);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
 }
 
 static int reply_list(Job *j, json_object *o) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        json_object *v, *images;
-        int r, result = json_object_object_get_ex(o, "r", &v) ? json_object_get_int(v) : -EIO;
+        json_object *images;
+        int r;
 
-        if (result < 0) {
-                const char *text = json_object_object_get_ex(o, "error", &v) ? json_object_get_string(v) : "";
-                return sd_bus_reply_method_errorf(j->request, SYSEXTD_ERROR_FAILED, "%s",
-                                                  isempty(text) ? "Listing images failed." : text);
-        }
+        if (!job_succeeded(o))
+                return reply_failure(j, o, "Listing images failed.");
+
         r = sd_bus_message_new_method_return(j->request, &reply);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_open_container(reply, 'a', SYSEXTD_IMAGE_STRUCT);
-        if (r < 0)
-                return r;
-        if (json_object_object_get_ex(o, "images", &images))
-                for (size_t i = 0; i < json_object_array_length(images); i++) {
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', SYSEXTD_IMAGE_STRUCT);
+        if (r >= 0 && json_object_object_get_ex(o, "images", &images))
+                for (size_t i = 0; r >= 0 && i < json_object_array_length(images); i++) {
                         json_object *e = json_object_array_get_idx(images, i);
-                        r = sd_bus_message_append(reply, SYSEXTD_IMAGE_STRUCT,
-                                                  json_object_get_string(json_object_array_get_idx(e, 0)),
-                                                  json_object_get_string(json_object_array_get_idx(e, 1)),
-                                                  json_object_get_string(json_object_array_get_idx(e, 2)),
-                                                  json_object_get_string(json_object_array_get_idx(e, 3)),
-                                                  json_object_get_string(json_object_array_get_idx(e, 4)),
-                                                  json_object_get_string(json_object_array_get_idx(e, 5)),
-                                                  json_object_get_boolean(json_object_array_get_idx(e, 6)));
-                        if (r < 0)
-                                return r;
+#define FIELD(k) json_object_get_string(json_object_array_get_idx(e, (k)))
+                        r = sd_bus_message_append(reply, SYSEXTD_IMAGE_STRUCT, FIELD(0), FIELD(1), FIELD(2), FIELD(3),
+                                                  FIELD(4), FIELD(5), json_object_get_boolean(json_object_array_get_idx(e, 6)));
+#undef FIELD
                 }
-        r = sd_bus_message_close_container(reply);
-        if (r < 0)
-                return r;
-        return sd_bus_send(NULL, reply, NULL);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
 }
 
 static void manager_emit_changes(Manager *m) {
@@ -351,8 +342,7 @@ static void job_finish(Job *j) {
                 /* A successful transition that probed images hands over the next cache (maybe
                  * empty, after unmerge); otherwise the tree did not change and neither does
                  * the cache. */
-                if (json_object_object_get_ex(o, "cache", &v) &&
-                    json_object_get_int(json_object_object_get_ex(o, "r", &v) ? v : NULL) >= 0) {
+                if (json_object_object_get_ex(o, "cache", &v) && job_succeeded(o)) {
                         image_list_free(&m->cache);
                         m->cache = j->received;
                         j->received = (ImageList) {};
