@@ -352,17 +352,24 @@ loop_snapshot() {
 # Auto-clearing loop devices go away when their last user does, which can
 # lag a lazy unmount a little: wait up to 5 s.
 assert_loops_as_before() {
+	_assert_back_to loop_snapshot "$1"
+}
+
+# _assert_back_to CMD SNAPSHOT [EXTRA_CMD] — waits up to 5 s for CMD's output to
+# equal SNAPSHOT; fails showing both (and EXTRA_CMD's output) otherwise.
+_assert_back_to() {
 	local now i
 	for ((i = 0; i < 50; i++)); do
-		now=$(loop_snapshot)
-		[[ "$now" == "$1" ]] && return 0
+		now=$("$1")
+		[[ "$now" == "$2" ]] && return 0
 		sleep 0.1
 	done
 	fail "loop devices differ from before:
 --- before:
-$1
+$2
 --- now:
-$now"
+$now${3:+
+$("$3")}"
 }
 
 # fstype PATH — type of the filesystem actually visible at PATH (the top of
@@ -495,16 +502,9 @@ loop_ids() {
 # assert_loop_ids_as_before SNAPSHOT — loop_ids is back to SNAPSHOT (waits up
 # to 5 s, like assert_loops_as_before).
 assert_loop_ids_as_before() {
-	local now i
-	for ((i = 0; i < 50; i++)); do
-		now=$(loop_ids)
-		[[ "$now" == "$1" ]] && return 0
-		sleep 0.1
-	done
-	fail "loop devices differ from before:
---- before:
-$1
---- now:
-$now
-$(losetup -l 2>/dev/null)"
+	_assert_back_to loop_ids "$1" _losetup_list
+}
+
+_losetup_list() {
+	losetup -l 2>/dev/null
 }

@@ -167,17 +167,6 @@ static int live_top_id(const char *target, char **ret_id, bool *ret_has_extensio
         return 0;
 }
 
-static int detach_top_if(const char *target, const char *expected_id) {
-        _cleanup_close_ int fd = open(target, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        _cleanup_free_ char *id = NULL;
-
-        if (fd < 0)
-                return negative_errno();
-        if (!overlay_fd_is_ours(fd, &id) || !streq(id, expected_id))
-                return -ESTALE;
-        return RET_NERRNO(umount2(FORMAT_PROC_FD_PATH(fd), MNT_DETACH));
-}
-
 static int recover_locked(Engine *e, Journal *j) {
         size_t n_kept = 0;
         int r;
@@ -223,10 +212,13 @@ static int recover_locked(Engine *e, Journal *j) {
                 if (!done && t->old_id && streq_ptr(top, t->old_id) && t->new_id && stack.n_ours >= 2) {
                         /* Crashed between the swap and the detach: the new tree waits beneath
                          * the old top.  Finish forward. */
-                        r = detach_top_if(target, t->old_id);
+                        _cleanup_free_ char *msg = NULL;
+
+                        r = tree_detach_top(target, t->old_id, &msg);
                         if (r < 0)
                                 return engine_fail(e, ENGINE_ERROR_FAILED, r,
-                                                   "Failed to finish the interrupted transition on %s: %m", target);
+                                                   "Failed to finish the interrupted transition on %s: %s", target,
+                                                   msg ?: strerror(-r));
                         log_info("Finished an interrupted transition on %s (stale top detached).", target);
                         done = true;
                 }

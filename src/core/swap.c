@@ -158,3 +158,18 @@ int tree_swap(const char *target, int new_tree_fd, bool allow_degraded, SwapResu
         *ret = SWAP_REPLACED;
         return 0;
 }
+
+int tree_detach_top(const char *target, const char *expected_id, char **ret_message) {
+        _cleanup_close_ int fd = open(target, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_free_ char *id = NULL;
+
+        if (fd < 0)
+                return explain(negative_errno(), target, "open", ret_message);
+        if (!overlay_fd_is_ours(fd, &id) || !streq(id, expected_id)) {
+                if (asprintf(ret_message, "The top of %s is not the sysextd overlay %s; refusing to detach it.", target,
+                             expected_id) < 0)
+                        *ret_message = NULL;
+                return -ESTALE;
+        }
+        return detach_pinned(fd, target, ret_message);
+}

@@ -17,3 +17,7 @@ typedef enum SwapResult {
  * top there, if any.  Never detaches a mount that is not ours.  *ret_message explains a
  * failure in words for people. */
 int tree_swap(const char *target, int new_tree_fd, bool allow_degraded, SwapResult *ret, char **ret_message);
+
+/* Lazily detaches the top of target if it is our overlay with the marker id expected_id
+ * (finishing a transition a crash interrupted after the swap). */
+int tree_detach_top(const char *target, const char *expected_id, char **ret_message);
