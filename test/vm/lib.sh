@@ -117,3 +117,22 @@ dump_reader() {
 }
 # field LINE KEY
 field() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }
+
+# old_tree_holders: one line "PID COMM PATH" per process that holds a file (open, mapped,
+# as cwd, root or executable) on a file system no mount of its own namespace shows: a tree
+# that was detached lazily and lives on because of it.  Sockets, pipes, anonymous inodes
+# and memfds are not files of a tree and are left out.
+old_tree_holders() {
+	local p l t d devs
+	for p in /proc/[0-9]*; do
+		devs=" $(awk '{print $3}' "$p/mountinfo" 2>/dev/null | tr '\n' ' ') "
+		for l in "$p"/fd/* "$p"/cwd "$p"/root "$p"/exe "$p"/map_files/*; do
+			t=$(readlink "$l" 2>/dev/null) || continue
+			[[ $t == /* && $t != /memfd:* ]] || continue
+			d=$(stat -L -c '%Hd:%Ld' "$l" 2>/dev/null) || continue
+			[[ $devs == *" $d "* ]] && continue
+			echo "${p#/proc/} $(cat "$p/comm" 2>/dev/null) $t"
+			break
+		done
+	done
+}
