@@ -128,14 +128,16 @@ note "holding the old tree after the unmerge: $(tr '\n' ';' <<<"${holders:-nothi
 expect "no sysextd process holds the old tree" "" "$(awk '$2 == "sysextd"' <<<"$holders")"
 expect "nothing but systemd-udevd holds the old tree" "" "$(awk '$2 != "systemd-udevd"' <<<"$holders")"
 [[ -n $holders ]] && udevadm control --reload
-if wait_for 20 bash -c "[[ -z \$(for f in /sys/block/dm-*/dm/name; do [[ -e \$f ]] && grep -h '^sysextd-' \$f; done) ]]"; then
+no_dm_ours() { [[ -z $(dm_ours) ]]; }
+loops_as_before() { (( $(loops_attached) <= loops_before )); }
+if wait_for 20 no_dm_ours; then
 	ok "no sysextd-* dm device once the old tree is let go (deferred removal done)"
 else
 	not_ok "sysextd dm devices left: $(dm_ours | tr '\n' ' ')"
 	dmsetup info 2>/dev/null | grep -E '^(Name|State|Open count)' | sed 's/^/#   /'
 	note "holding the old tree now: $(old_tree_holders | tr '\n' ';')"
 fi
-if wait_for 20 bash -c "[[ \$(ls -d /sys/block/loop*/loop/backing_file 2>/dev/null | wc -l) -le $loops_before ]]"; then
+if wait_for 20 loops_as_before; then
 	ok "loop devices attached as before the merge ($loops_before)"
 else
 	not_ok "loop devices attached: $(loops_attached), before the merge $loops_before: $(cat /sys/block/loop*/loop/backing_file 2>/dev/null | tr '\n' ' ')"
