@@ -305,13 +305,14 @@ static void crypt_freep(struct crypt_device **cd) {
 }
 
 static int read_all(int fd) {
-        _cleanup_free_ char *buf = malloc(1024 * 1024);
+        const size_t chunk = 1024 * 1024;
+        _cleanup_free_ char *buf = malloc(chunk);
         off_t offset = 0;
 
         if (!buf)
                 return -ENOMEM;
         for (;;) {
-                ssize_t k = pread(fd, buf, 1024 * 1024, offset);
+                ssize_t k = pread(fd, buf, chunk, offset);
                 if (k < 0) {
                         if (errno == EINTR)
                                 continue;

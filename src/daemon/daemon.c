@@ -240,6 +240,11 @@ static int reply_failure(Job *j, json_object *o, const char *fallback) {
         return sd_bus_reply_method_errorf(j->request, error_name(kind), "%s", isempty(text) ? fallback : text);
 }
 
+/* Element k of a JSON array the worker wrote, as a string. */
+static const char *item_string(json_object *a, size_t k) {
+        return json_object_get_string(json_object_array_get_idx(a, k));
+}
+
 static bool job_succeeded(json_object *o) {
         json_object *v;
         return json_object_object_get_ex(o, "r", &v) && json_object_get_int(v) >= 0;
@@ -265,7 +270,7 @@ static int reply_transition(Job *j, json_object *o) {
                         json_object *e = json_object_array_get_idx(msgs, i);
                         r = sd_bus_message_append(reply, "(us)",
                                                   (uint32_t) json_object_get_int(json_object_array_get_idx(e, 0)),
-                                                  json_object_get_string(json_object_array_get_idx(e, 1)));
+                                                  item_string(e, 1));
                 }
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
@@ -286,10 +291,9 @@ static int reply_list(Job *j, json_object *o) {
         if (r >= 0 && json_object_object_get_ex(o, "images", &images))
                 for (size_t i = 0; r >= 0 && i < json_object_array_length(images); i++) {
                         json_object *e = json_object_array_get_idx(images, i);
-#define FIELD(k) json_object_get_string(json_object_array_get_idx(e, (k)))
-                        r = sd_bus_message_append(reply, SYSEXTD_IMAGE_STRUCT, FIELD(0), FIELD(1), FIELD(2), FIELD(3),
-                                                  FIELD(4), FIELD(5), json_object_get_boolean(json_object_array_get_idx(e, 6)));
-#undef FIELD
+                        r = sd_bus_message_append(reply, SYSEXTD_IMAGE_STRUCT, item_string(e, 0), item_string(e, 1),
+                                                  item_string(e, 2), item_string(e, 3), item_string(e, 4),
+                                                  item_string(e, 5), json_object_get_boolean(json_object_array_get_idx(e, 6)));
                 }
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
