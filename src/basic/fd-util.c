@@ -106,6 +106,11 @@ int fd_mount_id(int fd, const char *path, uint64_t *ret, bool *ret_is_mount_root
         return 0;
 }
 
+int fd_reopen(int fd, int flags) {
+        int r = open(FORMAT_PROC_FD_PATH(fd), flags | O_CLOEXEC);
+        return r < 0 ? negative_errno() : r;
+}
+
 int openat_walk(int dir_fd, const char *path, int flags) {
         _cleanup_free_ char *copy = strdup(path);
         _cleanup_close_ int cur = -EBADF;

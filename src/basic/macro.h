@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +61,12 @@ static inline void fclosep(FILE **f) {
 }
 #define _cleanup_fclose_ _cleanup_(fclosep)
 
+static inline void closedirp(DIR **d) {
+        if (*d)
+                closedir(*d);
+}
+#define _cleanup_closedir_ _cleanup_(closedirp)
+
 /* Return -errno of the last failing call, never 0 (guards against callers that forgot to set errno). */
 static inline int negative_errno(void) {
         return errno > 0 ? -errno : -EIO;
@@ -82,6 +90,19 @@ static inline int str_in_set_internal(const char *s, const char *const *set) {
         return 0;
 }
 #define STR_IN_SET(s, ...) str_in_set_internal((s), (const char *const[]) { __VA_ARGS__, NULL })
+/* Whether x is one of the values given (all of x's type). */
+#define IN_SET(x, first, ...)                                                          \
+        ({                                                                             \
+                const typeof(first) _x_ = (x), _set_[] = { first, __VA_ARGS__ };       \
+                bool _found_ = false;                                                  \
+                for (size_t _i_ = 0; _i_ < ELEMENTSOF(_set_); _i_++)                   \
+                        if (_set_[_i_] == _x_) {                                       \
+                                _found_ = true;                                        \
+                                break;                                                 \
+                        }                                                              \
+                _found_;                                                               \
+        })
+
 #define isempty(s) (!(s) || !*(s))
 
 static inline const char *strempty(const char *s) {

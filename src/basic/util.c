@@ -135,57 +135,6 @@ char *strstrip(char *s) {
         return s;
 }
 
-int read_file_at(int dir_fd, const char *path, size_t max_size, char **ret, size_t *ret_size) {
-        _cleanup_close_ int fd = -EBADF;
-
-        /* Absolute symlinks (etc/os-release -> /usr/lib/os-release) resolve inside the tree,
-         * never outside it. */
-        fd = openat_resolve(dir_fd, path, O_RDONLY | O_NOCTTY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
-        if (fd < 0)
-                return fd;
-        return read_fd_full(fd, max_size, ret, ret_size);
-}
-
-int read_fd_full(int fd, size_t max_size, char **ret, size_t *ret_size) {
-        _cleanup_free_ char *buf = NULL;
-        size_t n = 0, allocated = 0;
-        struct stat st;
-
-        if (fstat(fd, &st) < 0)
-                return negative_errno();
-        if (!S_ISREG(st.st_mode))
-                return S_ISDIR(st.st_mode) ? -EISDIR : -EBADFD;
-
-        for (;;) {
-                ssize_t k;
-
-                if (n + 1 >= allocated) {
-                        char *b;
-
-                        if (allocated > max_size)
-                                return -EFBIG;
-                        allocated = allocated ? allocated * 2 : 4096;
-                        b = realloc(buf, allocated);
-                        if (!b)
-                                return -ENOMEM;
-                        buf = b;
-                }
-                k = read(fd, buf + n, allocated - n - 1);
-                if (k < 0)
-                        return negative_errno();
-                if (k == 0)
-                        break;
-                n += k;
-        }
-        if (n > max_size)
-                return -EFBIG;
-        buf[n] = 0;
-        if (ret_size)
-                *ret_size = n;
-        *ret = TAKE_PTR(buf);
-        return 0;
-}
-
 int write_file_atomic_at(int dir_fd, const char *path, const char *content, mode_t mode) {
         _cleanup_free_ char *tmp = NULL;
         _cleanup_close_ int fd = -EBADF;
@@ -194,7 +143,10 @@ int write_file_atomic_at(int dir_fd, const char *path, const char *content, mode
 
         if (asprintf(&tmp, "%s.tmp%d", path, (int) getpid()) < 0)
                 return -ENOMEM;
-        fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+        /* Whatever sits at the temporary name (a leftover, or a FIFO someone put there) goes
+         * first; O_EXCL then guarantees a new regular file. */
+        (void) unlinkat(dir_fd, tmp, 0);
+        fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, mode);
         if (fd < 0)
                 return negative_errno();
         while (len > 0) {
@@ -378,4 +330,113 @@ void stamp_add_stat(uint64_t *stamp, const struct stat *st) {
         stamp_add_u64(stamp, st->st_size);
         stamp_add_u64(stamp, (uint64_t) st->st_ctim.tv_sec * 1000000000ULL + st->st_ctim.tv_nsec);
         stamp_add_u64(stamp, (uint64_t) st->st_mtim.tv_sec * 1000000000ULL + st->st_mtim.tv_nsec);
+}
+
+int set_message(char **ret, int error, const char *fmt, ...) {
+        va_list ap;
+        char *m;
+
+        if (!ret)
+                return error ? -abs(error) : 0;
+        errno = abs(error);
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        free(*ret);
+        *ret = m;
+        return error ? -abs(error) : 0;
+}
+
+/* Length of the UTF-8 sequence starting at s (1-4), or 0 when it is not a valid one
+ * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
+static size_t utf8_sequence_length(const unsigned char *s) {
+        uint32_t cp;
+        size_t len;
+
+        if (s[0] < 0x80)
+                return 1;
+        if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+                len = 2;
+                cp = s[0] & 0x1f;
+        } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+                len = 3;
+                cp = s[0] & 0x0f;
+        } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+                len = 4;
+                cp = s[0] & 0x07;
+        } else
+                return 0;
+        for (size_t i = 1; i < len; i++) {
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = (cp << 6) | (s[i] & 0x3f);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        return len;
+}
+
+bool utf8_is_valid(const char *s) {
+        for (const unsigned char *p = (const unsigned char *) s; *p;) {
+                size_t n = utf8_sequence_length(p);
+                if (n == 0)
+                        return false;
+                p += n;
+        }
+        return true;
+}
+
+bool string_has_control(const char *s) {
+        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+                if (*p < 0x20 || *p == 0x7f)
+                        return true;
+                /* C1 controls, U+0080..U+009F, encoded as C2 80..C2 9F. */
+                if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+                        return true;
+        }
+        return false;
+}
+
+char *string_escape(const char *s) {
+        size_t n = strlen(s);
+        char *r = malloc(n * 4 + 1), *o = r;
+
+        if (!r)
+                return NULL;
+        for (const unsigned char *p = (const unsigned char *) s; *p;) {
+                size_t len = utf8_sequence_length(p);
+
+                if (len == 1 && *p == '\\') {
+                        *o++ = '\\';
+                        *o++ = '\\';
+                        p++;
+                } else if (len == 1 && (*p < 0x20 || *p == 0x7f)) {
+                        o += sprintf(o, "\\x%02x", *p);
+                        p++;
+                } else if (len == 2 && p[0] == 0xc2 && p[1] <= 0x9f) {
+                        o += sprintf(o, "\\x%02x\\x%02x", p[0], p[1]);
+                        p += 2;
+                } else if (len == 0) {
+                        o += sprintf(o, "\\x%02x", *p);
+                        p++;
+                } else {
+                        memcpy(o, p, len);
+                        o += len;
+                        p += len;
+                }
+        }
+        *o = 0;
+        return r;
+}
+
+const char *string_safe(const char *s, char **buf) {
+        if (!s)
+                return NULL;
+        if (utf8_is_valid(s) && !string_has_control(s) && !strchr(s, '\\'))
+                return s;
+        free(*buf);
+        *buf = string_escape(s);
+        return *buf ?: "(out of memory)";
 }

@@ -30,10 +30,6 @@ bool endswith(const char *s, const char *suffix);
 const char *startswith(const char *s, const char *prefix);
 char *strstrip(char *s);
 
-/* Read a whole regular file below dir_fd (symlinks resolved as if dir_fd were the root, at most
- * max_size bytes). Returns 0 and a NUL-terminated buffer. */
-int read_file_at(int dir_fd, const char *path, size_t max_size, char **ret, size_t *ret_size);
-int read_fd_full(int fd, size_t max_size, char **ret, size_t *ret_size);
 /* Write a file atomically: temporary file in the same directory, fsync, rename. */
 int write_file_atomic_at(int dir_fd, const char *path, const char *content, mode_t mode);
 int mkdir_p_at(int dir_fd, const char *path, mode_t mode);
@@ -55,3 +51,17 @@ int random_hex(size_t n_bytes, char **ret);
 void stamp_add_u64(uint64_t *stamp, uint64_t v);
 void stamp_add_string(uint64_t *stamp, const char *s);
 void stamp_add_stat(uint64_t *stamp, const struct stat *st);
+
+/* The one way a function hands a message for people to its caller: replaces *ret (which may
+ * be NULL, then nothing is kept) with the formatted text, %m being 'error', and returns
+ * -abs(error), or 0 for error 0.  "return set_message(ret_message, r, "...: %m", path);" */
+int set_message(char **ret, int error, const char *fmt, ...) _printf_(3, 4);
+
+/* Strings that leave the process (terminal, bus, journal) must be valid UTF-8 without control
+ * characters.  string_escape() turns every byte that is not (and every backslash) into \xNN
+ * (\\ for a backslash); string_safe() returns s itself when it is already safe, else an
+ * escaped copy kept in *buf (freed by the caller). */
+bool utf8_is_valid(const char *s);
+bool string_has_control(const char *s);
+char *string_escape(const char *s);
+const char *string_safe(const char *s, char **buf);

@@ -131,7 +131,9 @@ static int status(sd_bus *bus, bool json) {
         json_object *o = json_object_new_object(), *a = json_object_new_array(), *sk = json_object_new_array(),
                     *im = json_object_new_array();
         const char *mode, *path, *name, *verdict, *reason, *policy, *verity;
+        _cleanup_free_ char *proof = NULL;
         uint64_t generation, since;
+        uint32_t n_trees, n_buried;
         int merged, foreign, is_signed, r;
 
         json_object_object_add(o, "hierarchies", a);
@@ -209,6 +211,30 @@ static int status(sd_bus *bus, bool json) {
         }
         if (r < 0)
                 goto parse_error;
+        /* Newer than GetStatus: how ownership is proven, and how trees are stacked. */
+        {
+                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *stacks = NULL;
+
+                if (sd_bus_get_property_string(bus, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "OwnershipProof",
+                                               &error, &proof) >= 0)
+                        json_object_object_add(o, "ownership_proof", json_object_new_string(proof));
+                sd_bus_error_free(&error);
+                if (sd_bus_get_property(bus, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "Stacks", &error,
+                                        &stacks, "a(suu)") >= 0 &&
+                    sd_bus_message_enter_container(stacks, 'a', "(suu)") >= 0)
+                        while (sd_bus_message_read(stacks, "(suu)", &path, &n_trees, &n_buried) > 0)
+                                for (size_t i = 0; i < json_object_array_length(a); i++) {
+                                        json_object *e = json_object_array_get_idx(a, i), *v;
+                                        if (json_object_object_get_ex(e, "hierarchy", &v) &&
+                                            streq(json_object_get_string(v), path)) {
+                                                json_object_object_add(e, "trees", json_object_new_int((int) n_trees));
+                                                if (n_buried > 0)
+                                                        json_object_object_add(e, "buried_trees",
+                                                                               json_object_new_int((int) n_buried));
+                                        }
+                                }
+        }
         if (json)
                 output_json(o);
         else

@@ -1,31 +1,46 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * What 'list' and 'status' print.  Both go through one JSON form, built from the engine's
+ * results in process or from the daemon's replies; the text tables are made from it.  Every
+ * string is made safe for a terminal (valid UTF-8, control characters escaped) before it is
+ * printed.
+ */
 #include <stdio.h>
 #include <string.h>
 
+#include "image-json.h"
+#include "json-util.h"
 #include "output.h"
 #include "util.h"
 
-static json_object *string_or_null(const char *s) {
-        return s ? json_object_new_string(s) : NULL;
+/* Strings in public JSON are made safe once, here: the JSON and the tables show the same. */
+static json_object *safe_string(const char *s) {
+        _cleanup_free_ char *buf = NULL;
+        return s ? json_object_new_string(string_safe(s, &buf)) : NULL;
+}
+
+static void make_strings_safe(json_object *o) {
+        if (json_object_is_type(o, json_type_object)) {
+                json_object_object_foreach(o, key, v) {
+                        if (json_object_is_type(v, json_type_string))
+                                json_object_object_add(o, key, safe_string(json_object_get_string(v)));
+                        else
+                                make_strings_safe(v);
+                }
+        } else if (json_object_is_type(o, json_type_array)) {
+                for (size_t i = 0; i < json_object_array_length(o); i++) {
+                        json_object *e = json_object_array_get_idx(o, i);
+                        if (json_object_is_type(e, json_type_string))
+                                json_object_array_put_idx(o, i, safe_string(json_object_get_string(e)));
+                        else
+                                make_strings_safe(e);
+                }
+        }
 }
 
 json_object *output_list_json(const ImageList *l) {
-        json_object *a = json_object_new_array();
-
-        for (size_t i = 0; i < l->n; i++) {
-                const Image *img = &l->images[i];
-                json_object *o = json_object_new_object();
-
-                json_object_object_add(o, "name", json_object_new_string(img->name));
-                json_object_object_add(o, "kind", json_object_new_string(image_kind_to_string(img->kind)));
-                json_object_object_add(o, "path", json_object_new_string(img->path));
-                json_object_object_add(o, "status", json_object_new_string(image_verdict_to_string(img->verdict)));
-                json_object_object_add(o, "compatible", json_object_new_boolean(img->verdict == IMAGE_COMPATIBLE));
-                json_object_object_add(o, "reason", string_or_null(img->reason));
-                json_object_object_add(o, "verity", json_object_new_string(verity_mode_to_string(img->verity)));
-                json_object_object_add(o, "signed", json_object_new_boolean(img->signed_valid));
-                json_object_array_add(a, o);
-        }
+        json_object *a = image_list_to_json(l, IMAGE_JSON_PUBLIC);
+        make_strings_safe(a);
         return a;
 }
 
@@ -34,65 +49,78 @@ static char *since_string(uint64_t usec) {
 }
 
 json_object *output_status_json(const EngineStatus *s) {
-        json_object *o = json_object_new_object(), *a = json_object_new_array(), *sk = json_object_new_array();
+        json_object *o = json_object_new_object(), *a = json_object_new_array(), *sk = json_object_new_array(),
+                    *im = json_object_new_array();
 
         json_object_object_add(o, "mode", json_object_new_string(s->mode));
         json_object_object_add(o, "policy", json_object_new_string(s->policy));
         json_object_object_add(o, "generation", json_object_new_uint64(s->generation));
+        json_object_object_add(o, "ownership_proof", json_object_new_string(s->proof));
+        if (s->pending)
+                json_object_object_add(o, "pending", json_object_new_boolean(true));
+        if (s->incomplete)
+                json_object_object_add(o, "incomplete", json_object_new_boolean(true));
+        if (s->other_namespace)
+                json_object_object_add(o, "other_mount_namespace", json_object_new_boolean(true));
         for (size_t i = 0; i < s->n_hierarchies; i++) {
                 const HierarchyStatus *h = &s->hierarchies[i];
-                json_object *e = json_object_new_object(), *x = json_object_new_array();
+                json_object *e = json_object_new_object();
                 _cleanup_free_ char *since = since_string(h->since);
 
                 json_object_object_add(e, "hierarchy", json_object_new_string(h->path));
                 json_object_object_add(e, "merged", json_object_new_boolean(h->merged));
-                STRV_FOREACH(n, h->extensions)
-                        json_object_array_add(x, json_object_new_string(*n));
-                json_object_object_add(e, "extensions", x);
-                json_object_object_add(e, "since", h->merged ? string_or_null(since) : NULL);
+                json_object_object_add(e, "extensions", json_new_strv(h->extensions));
+                json_object_object_add(e, "since", h->merged ? json_new_string_or_null(since) : NULL);
                 json_object_object_add(e, "since_usec", json_object_new_uint64(h->merged ? h->since : 0));
+                json_object_object_add(e, "trees", json_object_new_int(h->n_ours));
                 if (h->foreign_top)
                         json_object_object_add(e, "foreign_mount_on_top", json_object_new_boolean(true));
+                if (h->n_buried > 0)
+                        json_object_object_add(e, "buried_trees", json_object_new_int(h->n_buried));
+                if (h->n_repair > 0)
+                        json_object_object_add(e, "stale_trees", json_object_new_int(h->n_repair));
+                if (h->n_unrecorded > 0)
+                        json_object_object_add(e, "unrecorded_overlays", json_object_new_int(h->n_unrecorded));
+                if (h->is_symlink)
+                        json_object_object_add(e, "symlink", json_object_new_boolean(true));
                 json_object_array_add(a, e);
         }
         json_object_object_add(o, "hierarchies", a);
-        for (size_t i = 0; i < s->journal.n_images; i++) {
-                const JournalImage *m = &s->journal.images[i];
-                json_object *e;
+        for (size_t i = 0; i < s->journal.images.n; i++) {
+                const Image *m = &s->journal.images.images[i];
+                json_object *e = json_object_new_object();
 
-                if (streq_ptr(m->verdict, "compatible"))
-                        continue;
-                e = json_object_new_object();
                 json_object_object_add(e, "name", json_object_new_string(m->name));
                 json_object_object_add(e, "path", json_object_new_string(m->path));
-                json_object_object_add(e, "status", string_or_null(m->verdict));
-                json_object_object_add(e, "reason", string_or_null(m->reason));
-                json_object_array_add(sk, e);
-        }
-        json_object_object_add(o, "skipped", sk);
-        {
-                json_object *im = json_object_new_array();
-                for (size_t i = 0; i < s->journal.n_images; i++) {
-                        const JournalImage *m = &s->journal.images[i];
-                        json_object *e;
-
-                        if (!streq_ptr(m->verdict, "compatible"))
-                                continue;
-                        e = json_object_new_object();
-                        json_object_object_add(e, "name", json_object_new_string(m->name));
-                        json_object_object_add(e, "path", json_object_new_string(m->path));
-                        json_object_object_add(e, "verity", json_object_new_string(m->verity ?: "none"));
+                if (m->verdict == IMAGE_COMPATIBLE) {
+                        json_object_object_add(e, "verity", json_object_new_string(verity_mode_to_string(m->verity)));
                         json_object_object_add(e, "signed", json_object_new_boolean(m->signed_valid));
                         json_object_array_add(im, e);
+                } else {
+                        json_object_object_add(e, "status", json_object_new_string(image_verdict_to_string(m->verdict)));
+                        json_object_object_add(e, "reason", json_new_string_or_null(m->reason));
+                        json_object_array_add(sk, e);
                 }
-                json_object_object_add(o, "images", im);
         }
+        json_object_object_add(o, "skipped", sk);
+        json_object_object_add(o, "images", im);
+        make_strings_safe(o);
         return o;
 }
 
 static const char *get_str(json_object *o, const char *key) {
         json_object *v;
         return json_object_object_get_ex(o, key, &v) && v ? json_object_get_string(v) : NULL;
+}
+
+static int get_int(json_object *o, const char *key) {
+        json_object *v;
+        return json_object_object_get_ex(o, key, &v) && v ? json_object_get_int(v) : 0;
+}
+
+static bool get_bool(json_object *o, const char *key) {
+        json_object *v;
+        return json_object_object_get_ex(o, key, &v) && json_object_get_boolean(v);
 }
 
 static size_t column_width(json_object *a, const char *key, const char *header) {
@@ -109,6 +137,7 @@ void output_list_text(json_object *list) {
         int wn = (int) column_width(list, "name", "NAME"), wk = (int) column_width(list, "kind", "KIND"),
             wp = (int) column_width(list, "path", "PATH");
 
+        make_strings_safe(list);
         if (json_object_array_length(list) == 0) {
                 printf("No images found.\n");
                 return;
@@ -116,28 +145,23 @@ void output_list_text(json_object *list) {
         printf("%-*s %-*s %-*s %s\n", wn, "NAME", wk, "KIND", wp, "PATH", "STATUS");
         for (size_t i = 0; i < json_object_array_length(list); i++) {
                 json_object *o = json_object_array_get_idx(list, i);
-                const char *status = get_str(o, "status"), *reason = get_str(o, "reason");
+                const char *status = get_str(o, "status"), *reason = get_str(o, "reason"), *verity = get_str(o, "verity");
+                bool sig = get_bool(o, "signed");
 
-                const char *verity = get_str(o, "verity");
-                json_object *v;
-                bool sig = json_object_object_get_ex(o, "signed", &v) && json_object_get_boolean(v);
-
-                printf("%-*s %-*s %-*s %s%s%s%s%s%s\n", wn, get_str(o, "name"), wk, get_str(o, "kind"), wp,
-                       get_str(o, "path"), status, reason ? ": " : "", reason ?: "",
-                       verity && !streq(verity, "none") ? " verity=" : "",
-                       verity && !streq(verity, "none") ? verity : "", sig ? " signed" : "");
+                printf("%-*s %-*s %-*s %s%s%s%s%s%s\n", wn, strna(get_str(o, "name")), wk, strna(get_str(o, "kind")), wp,
+                       strna(get_str(o, "path")), strna(status), reason ? ": " : "", reason ?: "",
+                       verity && !streq(verity, "none") ? " verity=" : "", verity && !streq(verity, "none") ? verity : "",
+                       sig ? " signed" : "");
         }
 }
 
 void output_status_text(json_object *status) {
         json_object *a, *sk;
         size_t wh = strlen("HIERARCHY"), we = strlen("EXTENSIONS");
-        char **ext = NULL;
+        _cleanup_strv_free_ char **ext = NULL;
 
+        make_strings_safe(status);
         if (!json_object_object_get_ex(status, "hierarchies", &a))
-                return;
-        ext = calloc(json_object_array_length(a) + 1, sizeof(char *));
-        if (!ext)
                 return;
         for (size_t i = 0; i < json_object_array_length(a); i++) {
                 json_object *h = json_object_array_get_idx(a, i), *x;
@@ -146,40 +170,59 @@ void output_status_text(json_object *status) {
                 if (json_object_object_get_ex(h, "extensions", &x))
                         for (size_t k = 0; k < json_object_array_length(x); k++)
                                 (void) strv_extend(&names, json_object_get_string(json_object_array_get_idx(x, k)));
-                ext[i] = names ? strv_join(names, " ") : strdup("none");
-                if (ext[i] && strlen(ext[i]) > we)
+                (void) strv_push(&ext, names ? strv_join(names, " ") : strdup("none"));
+                if (ext && ext[i] && strlen(ext[i]) > we)
                         we = strlen(ext[i]);
-                if (strlen(get_str(h, "hierarchy")) > wh)
+                if (strlen(strna(get_str(h, "hierarchy"))) > wh)
                         wh = strlen(get_str(h, "hierarchy"));
         }
         printf("%-*s %-*s %s\n", (int) wh, "HIERARCHY", (int) we, "EXTENSIONS", "SINCE");
         for (size_t i = 0; i < json_object_array_length(a); i++) {
-                json_object *h = json_object_array_get_idx(a, i), *v;
+                json_object *h = json_object_array_get_idx(a, i);
                 const char *since = get_str(h, "since");
-                bool foreign = json_object_object_get_ex(h, "foreign_mount_on_top", &v) && json_object_get_boolean(v);
 
-                printf("%-*s %-*s %s%s\n", (int) wh, get_str(h, "hierarchy"), (int) we, ext[i] ?: "none",
-                       since ?: "-", foreign ? " (covered by a foreign mount)" : "");
+                printf("%-*s %-*s %s%s\n", (int) wh, strna(get_str(h, "hierarchy")), (int) we,
+                       ext && i < strv_length(ext) ? ext[i] : "none", since ?: "-",
+                       get_bool(h, "foreign_mount_on_top") ? " (covered by a foreign mount)" : "");
         }
-        strv_free(ext);
+        for (size_t i = 0; i < json_object_array_length(a); i++) {
+                json_object *h = json_object_array_get_idx(a, i);
+                const char *path = strna(get_str(h, "hierarchy"));
 
-        printf("Mode: %s (generation %s)%s%s\n", strna(get_str(status, "mode")), strna(get_str(status, "generation")),
-               get_str(status, "policy") ? ", image policy " : "", strempty(get_str(status, "policy")));
+                if (get_int(h, "trees") > 1)
+                        printf("%s: %d trees of sysextd are stacked there%s%s.\n", path, get_int(h, "trees"),
+                               get_int(h, "stale_trees") > 0 ? "; the stale ones above the live tree go at the next transition" : "",
+                               get_int(h, "buried_trees") > 0 ? "; ones buried below the live tree stay until its parent mount goes" : "");
+                if (get_int(h, "unrecorded_overlays") > 0)
+                        printf("%s: %d overlay(s) from source 'sysextd' that sysextd has no record of (not touched).\n", path,
+                               get_int(h, "unrecorded_overlays"));
+                if (get_bool(h, "symlink"))
+                        printf("%s: is a symbolic link; not merged into.\n", path);
+        }
+
+        printf("Mode: %s (generation %s)%s%s, ownership proven by %s\n", strna(get_str(status, "mode")),
+               strna(get_str(status, "generation")), get_str(status, "policy") ? ", image policy " : "",
+               strempty(get_str(status, "policy")), strna(get_str(status, "ownership_proof")));
+        if (get_bool(status, "pending"))
+                printf("A transition is running, or was interrupted (it is resolved by the next command).\n");
+        if (get_bool(status, "incomplete"))
+                printf("An interrupted transition was finished for some hierarchies only; run 'sysextd refresh'.\n");
+        if (get_bool(status, "other_mount_namespace"))
+                printf("The trees were recorded in another mount namespace; run sysextd there.\n");
         if (json_object_object_get_ex(status, "images", &sk))
                 for (size_t i = 0; i < json_object_array_length(sk); i++) {
-                        json_object *o = json_object_array_get_idx(sk, i), *v;
+                        json_object *o = json_object_array_get_idx(sk, i);
                         const char *verity = get_str(o, "verity");
-                        bool sig = json_object_object_get_ex(o, "signed", &v) && json_object_get_boolean(v);
 
                         if (!verity || streq(verity, "none"))
                                 continue;
-                        printf("Image %s (%s): verity=%s%s\n", get_str(o, "name"), get_str(o, "path"), verity,
-                               sig ? ", signed" : "");
+                        printf("Image %s (%s): verity=%s%s\n", strna(get_str(o, "name")), strna(get_str(o, "path")), verity,
+                               get_bool(o, "signed") ? ", signed" : "");
                 }
         if (json_object_object_get_ex(status, "skipped", &sk))
                 for (size_t i = 0; i < json_object_array_length(sk); i++) {
                         json_object *o = json_object_array_get_idx(sk, i);
-                        printf("Skipped %s (%s): %s\n", get_str(o, "name"), get_str(o, "path"),
+                        printf("Skipped %s (%s): %s\n", strna(get_str(o, "name")), strna(get_str(o, "path")),
                                strna(get_str(o, "reason")));
                 }
 }

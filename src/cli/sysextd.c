@@ -11,7 +11,6 @@
 #include "settings.h"
 #include "daemon.h"
 #include "engine.h"
-#include "journal.h"
 #include "log.h"
 #include "output.h"
 #include "util.h"
@@ -109,16 +108,13 @@ static int parse_args(int argc, char **argv, Args *a) {
 }
 
 static int local_transition(Engine *e, EngineVerb verb, const EngineOptions *o, bool json) {
-        _cleanup_journal_ Journal j = {};
-        int r;
+        int r = engine_transition(e, verb, o);
 
-        r = engine_transition(e, verb, o);
         if (r < 0)
                 return r;
-        if (json) {
-                (void) journal_load(e->root_fd, &j);
-                printf("{\"generation\":%llu,\"changed\":%s}\n", (unsigned long long) j.generation, r > 0 ? "true" : "false");
-        }
+        if (json)
+                printf("{\"generation\":%llu,\"changed\":%s}\n", (unsigned long long) e->result.generation,
+                       e->result.changed ? "true" : "false");
         return 0;
 }
 
@@ -157,7 +153,7 @@ static int run_local(const Args *a, EngineConfig *config) {
                 json_object *j;
 
                 r = engine_recover(e);
-                if (r < 0 && r != -EACCES)
+                if (r < 0 && r != -EACCES && r != -EROFS)
                         return r;
                 r = engine_status(e, &s);
                 if (r < 0)

@@ -2,23 +2,18 @@
 /*
  * The engine: one transition at a time, under a lock, from the live tree to a new one.
  *
- *   1. lock run/sysextd/lock; resolve a pending record left by a crash (recover)
- *   2. look at each hierarchy: what is live, is the top ours, is ours under a foreign mount
- *   3. discover and probe images (merge, refresh); decide per hierarchy:
- *        BUILD   a new overlay from the images that have content for it
- *        BASE    unmerge with mounts below: an overlay of the base alone (keeps them)
- *        DETACH  unmerge with nothing below: our overlay just goes
- *        KEEP    nothing to do
- *   4. staging worker builds every new tree off to the side     (nothing visible changed)
- *   5. journal: new state plus a pending record                 (nothing visible changed)
- *   6. swap each hierarchy (swap.c)                             (the change, per hierarchy)
- *   7. journal: pending record cleared
- * A failure in 2-5 leaves the live tree exactly as it was.  A crash in 6 is resolved by the
- * next start from the pending record: finished forward when the new tree sits beneath the old
- * top, discarded when it never got there.
+ *   1. lock run/sysextd/lock; load the journal and the tree records
+ *   2. inspect each hierarchy: the stack of mounts at it, which of them are ours (tree.h)
+ *   3. recover (recover.c): a pending record left by a crash, stacks others disturbed
+ *   4. discover and probe images (merge, refresh)
+ *   5. plan (plan.c, pure): per hierarchy build, base, detach or keep, or refuse
+ *   6. execute (execute.c): stage, begin, swap (swap.c), commit
+ * A failure in 1-5 leaves the live tree exactly as it was; for 6 see execute.c.
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,18 +21,27 @@
 #include <sys/stat.h>
 
 #include "engine.h"
+#include "execute.h"
 #include "fd-util.h"
+#include "fileio.h"
+#include "inspect.h"
+#include "kernel.h"
 #include "log.h"
 #include "missing.h"
-#include "mounts.h"
-#include "overlay.h"
-#include "staging.h"
-#include "swap.h"
+#include "plan.h"
+#include "recover.h"
+#include "tree.h"
 #include "util.h"
 
-#ifdef SYSEXTD_TEST_HOOKS
-#include "testhook.h"
-#endif
+static const char *const verb_names[_ENGINE_VERB_MAX] = {
+        [ENGINE_MERGE] = "merge",
+        [ENGINE_REFRESH] = "refresh",
+        [ENGINE_UNMERGE] = "unmerge",
+};
+
+const char *engine_verb_to_string(EngineVerb v) {
+        return v >= 0 && v < _ENGINE_VERB_MAX ? verb_names[v] : NULL;
+}
 
 int engine_config_default(EngineConfig *ret) {
         EngineConfig c = {};
@@ -59,6 +63,11 @@ void engine_config_done(EngineConfig *c) {
         *c = (EngineConfig) {};
 }
 
+void engine_result_done(EngineResult *r) {
+        free(r->message);
+        *r = (EngineResult) {};
+}
+
 int engine_new(const char *root, EngineConfig *config, Engine **ret) {
         _cleanup_(engine_freep) Engine *e = NULL;
         char *canonical;
@@ -66,7 +75,7 @@ int engine_new(const char *root, EngineConfig *config, Engine **ret) {
         e = calloc(1, sizeof(*e));
         if (!e)
                 return -ENOMEM;
-        e->root_fd = e->lock_fd = -EBADF;
+        e->root_fd = e->lock_fd = e->journal_fd = -EBADF;
         e->config = *config;
         *config = (EngineConfig) {};
 
@@ -86,55 +95,64 @@ Engine *engine_free(Engine *e) {
                 return NULL;
         safe_close(e->root_fd);
         safe_close(e->lock_fd);
+        safe_close(e->journal_fd);
         image_list_free(&e->probed);
         engine_config_done(&e->config);
+        engine_result_done(&e->result);
         free(e->root);
-        free(e->error);
         free(e);
         return NULL;
 }
 
-/* Logs the failure once and keeps it for the bus. */
-static int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) _printf_(4, 5);
-
-static int load_journal(Engine *e, Journal *ret) {
-        int r = journal_load(e->root_fd, ret);
-
-        if (r > 0)
-                log_warning("%s/%s could not be read; it was moved to %s/%s.corrupt and a new one is started.",
-                            e->root, JOURNAL_FILE, e->root, JOURNAL_FILE);
-        return r;
-}
-static int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) {
+int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) {
         va_list ap;
 
         error = error ? -abs(error) : -EIO;
         errno = -error;
-        free(e->error);
+        free(e->result.message);
         va_start(ap, fmt);
-        if (vasprintf(&e->error, fmt, ap) < 0)
-                e->error = NULL;
+        if (vasprintf(&e->result.message, fmt, ap) < 0)
+                e->result.message = NULL;
         va_end(ap);
-        e->error_kind = kind;
-        log_error("%s", e->error ?: "Out of memory.");
+        e->result.error = kind;
+        log_error("%s", e->result.message ?: "Out of memory.");
         return error;
 }
 
-static char *hierarchy_path(const Engine *e, const char *h) {
-        return path_join(e->root, h);
+static int load_journal(Engine *e, int dir_fd, Journal *ret) {
+        unsigned n_corrupt = 0;
+        int r = journal_load(dir_fd, ret, &n_corrupt);
+
+        if (r > 0)
+                log_warning("%s/%s/%s could not be read; it was moved to %s.corrupt and a new one is started.", e->root,
+                            JOURNAL_DIR, JOURNAL_STATE, JOURNAL_STATE);
+        if (r >= 0 && n_corrupt > 0)
+                log_warning("%u tree record(s) in %s/%s/%s could not be read and were moved aside; the mounts they described are not touched.",
+                            n_corrupt, e->root, JOURNAL_DIR, TREES_DIR);
+        if (r < 0)
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read %s/%s/%s: %m", e->root, JOURNAL_DIR, JOURNAL_STATE);
+        return 0;
 }
 
 static int engine_lock(Engine *e) {
+        _cleanup_close_ int dfd = -EBADF, pfd = -EBADF;
+        struct stat st;
         int r;
 
         if (e->lock_fd >= 0)
                 return 0;
-        r = mkdir_p_at(e->root_fd, JOURNAL_DIR, 0755);
+        r = journal_dir_open(e->root_fd, true, &dfd);
         if (r < 0)
                 return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to create %s/%s: %m", e->root, JOURNAL_DIR);
-        e->lock_fd = openat(e->root_fd, JOURNAL_DIR "/lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        /* Not a FIFO or a device someone put there: a regular file, created if missing. */
+        e->lock_fd = openat(dfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0600);
         if (e->lock_fd < 0)
                 return engine_fail(e, ENGINE_ERROR_FAILED, errno, "Failed to open the lock %s/%s/lock: %m", e->root, JOURNAL_DIR);
+        if (fstat(e->lock_fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                e->lock_fd = safe_close(e->lock_fd);
+                return engine_fail(e, ENGINE_ERROR_FAILED, EBADFD, "The lock %s/%s/lock is not a regular file.", e->root,
+                                   JOURNAL_DIR);
+        }
         if (flock(e->lock_fd, LOCK_EX | LOCK_NB) < 0) {
                 if (errno != EWOULDBLOCK)
                         return engine_fail(e, ENGINE_ERROR_FAILED, errno, "Failed to take the lock: %m");
@@ -142,149 +160,124 @@ static int engine_lock(Engine *e) {
                 if (flock(e->lock_fd, LOCK_EX) < 0)
                         return engine_fail(e, ENGINE_ERROR_FAILED, errno, "Failed to take the lock: %m");
         }
+        e->journal_fd = TAKE_FD(dfd);
         return 0;
 }
 
 static void engine_unlock(Engine *e) {
         e->lock_fd = safe_close(e->lock_fd);
+        e->journal_fd = safe_close(e->journal_fd);
 }
 
-/* The marker id of the live top of a hierarchy, if it is ours, and whether it carries
- * extensions (an overlay of the base alone, left by unmerge to keep mounts below it, does
- * not). */
-static int live_top_id(const char *target, char **ret_id, bool *ret_has_extensions) {
-        _cleanup_close_ int fd = open(target, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        struct stat st;
+static int inspect_all(Engine *e, Journal *j, HierarchyState **ret, size_t *ret_n) {
+        size_t n = strv_length(e->config.hierarchies);
+        HierarchyState *states = calloc(n ?: 1, sizeof(HierarchyState));
+        int r;
 
-        *ret_id = NULL;
-        if (ret_has_extensions)
-                *ret_has_extensions = false;
-        if (fd < 0)
-                return negative_errno();
-        if (overlay_fd_is_ours(fd, ret_id) && ret_has_extensions)
-                *ret_has_extensions = fstatat(fd, OVERLAY_MARKER_DIR "/extensions", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                                      st.st_size > 0;
+        if (!states)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                r = hierarchy_inspect(e->root_fd, e->root, e->config.hierarchies[i], j, &states[i]);
+                if (r < 0) {
+                        hierarchy_states_free(states, i);
+                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to inspect %s/%s: %m", e->root,
+                                           e->config.hierarchies[i]);
+                }
+        }
+        *ret = states;
+        *ret_n = n;
         return 0;
 }
 
-static int recover_locked(Engine *e, Journal *j) {
-        size_t n_kept = 0;
+/* The trees recorded must be in this mount namespace: their ids mean nothing in another. */
+static int check_namespace(Engine *e, const Journal *j) {
+        uint64_t ns;
         int r;
 
-        if (!j->pending)
+        if (j->mount_ns == 0 || j->trees.n == 0)
                 return 0;
-
-        for (size_t i = 0; i < j->n_transitions; i++) {
-                JournalTransition *t = &j->transitions[i];
-                _cleanup_free_ char *target = hierarchy_path(e, t->hierarchy), *top = NULL;
-                __attribute__((cleanup(mount_stack_done))) MountStack stack = {};
-                JournalHierarchy *h;
-                bool done;
-
-                if (!target)
-                        return -ENOMEM;
-                r = live_top_id(target, &top, NULL);
-                if (r >= 0)
-                        r = mount_stack_read(target, &stack);
-                if (r < 0)
-                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to inspect %s: %m", target);
-
-                if (!top && t->new_id && stack.n_ours >= 2) {
-                        /* A foreign mount covers both our old top and the new tree beneath it:
-                         * nothing can be decided or detached under it.  Keep the record; the
-                         * transition is finished once the foreign mount is gone. */
-                        log_warning("A foreign mount (%s, source %s) covers an unfinished transition on %s; it is finished once that mount is gone.",
-                                    strna(stack.top_fstype), strna(stack.top_source), target);
-                        if (n_kept != i) {
-                                JournalTransition tmp = j->transitions[n_kept];
-                                j->transitions[n_kept] = *t;
-                                *t = tmp;
-                        }
-                        n_kept++;
-                        continue;
-                }
-
-                if (t->new_id)
-                        done = streq_ptr(top, t->new_id);
-                else
-                        done = !top || !streq_ptr(top, t->old_id);
-
-                if (!done && t->old_id && streq_ptr(top, t->old_id) && t->new_id && stack.n_ours >= 2) {
-                        /* Crashed between the swap and the detach: the new tree waits beneath
-                         * the old top.  Finish forward. */
-                        _cleanup_free_ char *msg = NULL;
-
-                        r = tree_detach_top(target, t->old_id, &msg);
-                        if (r < 0)
-                                return engine_fail(e, ENGINE_ERROR_FAILED, r,
-                                                   "Failed to finish the interrupted transition on %s: %s", target,
-                                                   msg ?: strerror(-r));
-                        log_info("Finished an interrupted transition on %s (stale top detached).", target);
-                        done = true;
-                }
-
-                h = journal_find_hierarchy(j, t->hierarchy);
-                if (!h || done)
-                        continue;
-
-                /* The swap never happened: the old state is still the live one. */
-                log_info("Discarded an interrupted transition on %s; the previous tree is still in place.", target);
-                /* The images recorded are the ones the discarded transition saw: forget them, so
-                 * that the next refresh rebuilds instead of finding them unchanged. */
-                journal_images_clear(j);
-                free(h->id);
-                h->id = t->old_id ? strdup(t->old_id) : NULL;
-                h->merged = !!t->old_extensions;
-                strv_free(h->extensions);
-                h->extensions = TAKE_PTR(t->old_extensions);
-                h->since = t->old_since;
-        }
-
-        if (n_kept > 0) {
-                /* Drop the resolved records, keep the ones still covered. */
-                for (size_t i = n_kept; i < j->n_transitions; i++) {
-                        free(j->transitions[i].hierarchy);
-                        free(j->transitions[i].old_id);
-                        free(j->transitions[i].new_id);
-                        strv_free(j->transitions[i].old_extensions);
-                }
-                j->n_transitions = n_kept;
-        } else
-                journal_pending_clear(j);
-        r = journal_save(e->root_fd, j);
+        r = mount_namespace_id(&ns);
         if (r < 0)
-                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s: %m", e->root, JOURNAL_FILE);
-        return 1;
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read this process's mount namespace: %m");
+        if (ns != j->mount_ns)
+                return engine_fail(e, ENGINE_ERROR_FAILED, EXDEV,
+                                   "The trees recorded in %s/%s were merged in another mount namespace (%" PRIu64 ", this one is %" PRIu64 "); run sysextd in that namespace (for the host: nsenter --mount=/proc/1/ns/mnt).",
+                                   e->root, JOURNAL_DIR, j->mount_ns, ns);
+        return 0;
+}
+
+static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t *n, bool *ret_changed) {
+        int r;
+
+        r = load_journal(e, e->journal_fd, j);
+        if (r < 0)
+                return r;
+        r = check_namespace(e, j);
+        if (r < 0)
+                return r;
+        r = inspect_all(e, j, states, n);
+        if (r < 0)
+                return r;
+        return recover_run(e, j, *states, *n, ret_changed);
 }
 
 int engine_recover(Engine *e) {
         _cleanup_journal_ Journal j = {};
+        HierarchyState *states = NULL;
+        size_t n = 0;
+        bool changed = false;
         int r;
 
+        engine_result_done(&e->result);
         r = engine_lock(e);
-        if (r < 0)
-                return r;
-        r = load_journal(e, &j);
-        if (r < 0)
-                r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read %s/%s: %m", e->root, JOURNAL_FILE);
-        else
-                r = recover_locked(e, &j);
+        if (r >= 0)
+                r = recover_locked(e, &j, &states, &n, &changed);
+        hierarchy_states_free(states, n);
         engine_unlock(e);
-        return r;
+        e->result.r = r;
+        e->result.changed = e->result.recovered = changed;
+        e->result.generation = j.generation;
+        return r < 0 ? r : changed;
 }
 
 static void log_verdict(const Image *img) {
+        _cleanup_free_ char *p = NULL, *why = NULL;
+
         if (img->verdict == IMAGE_REFUSED)
-                log_warning("Skipping %s: %s", img->path, img->reason ?: "refused");
+                log_warning("Skipping %s: %s", string_safe(img->path, &p), string_safe(img->reason ?: "refused", &why));
         else if (img->verdict == IMAGE_INCOMPATIBLE)
-                log_info("Skipping %s: not compatible with this system: %s", img->path, img->reason ?: "");
+                log_info("Skipping %s: not compatible with this system: %s", string_safe(img->path, &p),
+                         string_safe(img->reason ?: "", &why));
 }
 
-static uint64_t config_stamp(Engine *e);
+/* What the verdicts depend on besides the images: the policy and the trusted certificates. */
+static uint64_t config_stamp(Engine *e) {
+        _cleanup_closedir_ DIR *d = NULL;
+        uint64_t stamp = STAMP_INIT;
+        struct dirent *de;
+        int fd;
+
+        stamp_add_u64(&stamp, e->config.policy);
+        stamp_add_string(&stamp, e->config.trusted_dir);
+        fd = open_directory_at(e->root_fd, e->config.trusted_dir, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (fd >= 0) {
+                d = fdopendir(fd);
+                if (!d)
+                        safe_close(fd);
+        }
+        while (d && (de = readdir(d))) {
+                struct stat st;
+                if (de->d_name[0] == '.' || fstatat(dirfd(d), de->d_name, &st, 0) < 0)
+                        continue;
+                stamp_add_string(&stamp, de->d_name);
+                stamp_add_stat(&stamp, &st);
+        }
+        return stamp;
+}
 
 static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by) {
         /* noexec is a property of the image mounts: only reuse the default ones. */
-        if (!e->cache || noexec || !overlay_detached_layers_supported())
+        if (!e->cache || noexec || !kernel_has(KERNEL_DETACHED_LAYERS) || img->verdict == IMAGE_REFUSED)
                 return false;
         for (size_t i = 0; i < e->cache->n; i++) {
                 const Image *c = &e->cache->images[i];
@@ -318,7 +311,7 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
  * mounts in its namespace, which is gone, and their fds are of no use to anyone. */
 static void keep_probed(Engine *e, ImageList *images) {
         image_list_free(&e->probed);
-        if (!overlay_detached_layers_supported()) {
+        if (!kernel_has(KERNEL_DETACHED_LAYERS)) {
                 image_list_free(images);
                 e->probed_valid = true; /* an empty cache */
                 return;
@@ -327,8 +320,7 @@ static void keep_probed(Engine *e, ImageList *images) {
                 Image *img = &images->images[i];
                 if (img->verdict == IMAGE_COMPATIBLE && img->hierarchies != 0)
                         continue;
-                img->root_fd = safe_close(img->root_fd);
-                img->loop = loopdev_free(img->loop);
+                image_release(img);
         }
         e->probed = *images;
         *images = (ImageList) {};
@@ -338,7 +330,7 @@ static void keep_probed(Engine *e, ImageList *images) {
 /* Probes the images of l, discovered by the caller. */
 static int probe_all(Engine *e, ImageList *l, bool noexec) {
         _cleanup_release_ Release host = {};
-        _cleanup_free_ char *cert_dir = NULL;
+        _cleanup_free_ char *cert_display = NULL;
         uint64_t judged_by;
         ProbeContext ctx;
         int r;
@@ -348,16 +340,18 @@ static int probe_all(Engine *e, ImageList *l, bool noexec) {
                 return engine_fail(e, ENGINE_ERROR_FAILED, r,
                                    "Failed to read the os-release of %s (usr/lib/os-release or etc/os-release): %m", e->root);
 
-        cert_dir = path_join(e->root, e->config.trusted_dir);
-        if (!cert_dir)
+        cert_display = path_join(e->root, e->config.trusted_dir);
+        if (!cert_display)
                 return -ENOMEM;
         ctx = (ProbeContext) {
+                .root_fd = e->root_fd,
                 .host = &host,
                 .hierarchies = e->config.hierarchies,
                 .mount_attrs = noexec ? MOUNT_ATTR_NOEXEC : 0,
                 .policy = e->config.policy,
-                .cert_dir = cert_dir,
-                .use_dm = verity_dm_available(),
+                .cert_dir = e->config.trusted_dir,
+                .cert_display = cert_display,
+                .use_dm = kernel_has(KERNEL_DEVICE_MAPPER),
         };
         judged_by = config_stamp(e);
         for (size_t i = 0; i < l->n; i++) {
@@ -381,362 +375,114 @@ int engine_list(Engine *e, ImageList *ret) {
         r = probe_all(e, &l, false);
         if (r < 0)
                 return r;
-        /* Drop mounts and loop devices: list reports, it does not hold anything. */
-        for (size_t i = 0; i < l.n; i++) {
-                l.images[i].root_fd = safe_close(l.images[i].root_fd);
-                l.images[i].loop = loopdev_free(l.images[i].loop);
-        }
+        /* list reports, it does not hold anything. */
+        for (size_t i = 0; i < l.n; i++)
+                image_release(&l.images[i]);
         *ret = l;
         l = (ImageList) {};
-        return 0;
-}
-
-typedef enum Plan {
-        PLAN_KEEP,
-        PLAN_BUILD,
-        PLAN_BASE,
-        PLAN_DETACH,
-} Plan;
-
-typedef struct HierarchyPlan {
-        const char *hierarchy;
-        char *target;
-        bool exists;
-        bool top_ours;
-        bool top_merged; /* ours, with extensions in it */
-        char *top_id;
-        MountStack stack;
-        char **children;
-        Plan plan;
-        size_t *layers; /* image indexes, top first */
-        size_t n_layers;
-        char **names; /* bottom to top */
-        char *new_id;
-        int tree_fd;
-} HierarchyPlan;
-
-static void plans_free(HierarchyPlan *p, size_t n) {
-        for (size_t i = 0; i < n; i++) {
-                free(p[i].target);
-                free(p[i].top_id);
-                mount_stack_done(&p[i].stack);
-                strv_free(p[i].children);
-                free(p[i].layers);
-                strv_free(p[i].names);
-                free(p[i].new_id);
-                safe_close(p[i].tree_fd);
-        }
-        free(p);
-}
-
-/* What the verdicts depend on besides the images: the policy and the trusted certificates. */
-static uint64_t config_stamp(Engine *e) {
-        _cleanup_free_ char *dir = path_join(e->root, e->config.trusted_dir);
-        uint64_t stamp = STAMP_INIT;
-        struct dirent *de;
-        DIR *d;
-
-        stamp_add_u64(&stamp, e->config.policy);
-        stamp_add_string(&stamp, e->config.trusted_dir);
-        d = dir ? opendir(dir) : NULL;
-        while (d && (de = readdir(d))) {
-                struct stat st;
-                if (de->d_name[0] == '.' || fstatat(dirfd(d), de->d_name, &st, 0) < 0)
-                        continue;
-                stamp_add_string(&stamp, de->d_name);
-                stamp_add_stat(&stamp, &st);
-        }
-        if (d)
-                closedir(d);
-        return stamp;
-}
-
-static bool images_unchanged(const ImageList *l, const Journal *j) {
-        size_t n_seen = 0;
-
-        /* Same files with the same identity give the same verdicts.  Directories are compared
-         * by a stamp over every entry in them, so an edit inside one is noticed. */
-        for (size_t i = 0; i < l->n; i++) {
-                const Image *img = &l->images[i];
-                bool found = false;
-
-                for (size_t k = 0; k < j->n_images; k++) {
-                        const JournalImage *m = &j->images[k];
-                        if (streq(m->name, img->name) && streq(m->path, img->path) && m->dev == img->st.st_dev &&
-                            m->ino == img->st.st_ino && m->size == (uint64_t) img->st.st_size &&
-                            m->mtime_nsec == (uint64_t) img->st.st_mtim.tv_sec * 1000000000ULL + img->st.st_mtim.tv_nsec &&
-                            m->stamp == img->stamp)
-                                found = true;
-                }
-                if (!found)
-                        return false;
-                n_seen++;
-        }
-        return n_seen == j->n_images;
-}
-
-static int record_images(Journal *j, const ImageList *l) {
-        journal_images_clear(j);
-        j->images = calloc(l->n ?: 1, sizeof(JournalImage));
-        if (!j->images)
-                return -ENOMEM;
-        for (size_t i = 0; i < l->n; i++) {
-                const Image *img = &l->images[i];
-                JournalImage *m = &j->images[j->n_images++];
-
-                m->name = strdup(img->name);
-                m->path = strdup(img->path);
-                m->kind = strdup(image_kind_to_string(img->kind));
-                m->verdict = strdup(image_verdict_to_string(img->verdict));
-                m->reason = img->reason ? strdup(img->reason) : NULL;
-                m->verity = strdup(verity_mode_to_string(img->verity));
-                m->signed_valid = img->signed_valid;
-                m->dev = img->st.st_dev;
-                m->ino = img->st.st_ino;
-                m->size = img->st.st_size;
-                m->mtime_nsec = (uint64_t) img->st.st_mtim.tv_sec * 1000000000ULL + img->st.st_mtim.tv_nsec;
-                m->stamp = img->stamp;
-                if (!m->name || !m->path || !m->kind || !m->verdict || !m->verity || (img->reason && !m->reason))
-                        return -ENOMEM;
-        }
         return 0;
 }
 
 static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o) {
         _cleanup_image_list_ ImageList images = {};
         _cleanup_journal_ Journal j = {};
-        _cleanup_free_ char *staging = NULL, *msg = NULL;
-        size_t n = strv_length(e->config.hierarchies), n_compatible = 0, n_refused = 0, n_incompatible = 0;
-        HierarchyPlan *plans = NULL;
+        _cleanup_(plan_done) Plan plan = {};
+        _cleanup_free_ PlanHierarchy *views = NULL;
+        HierarchyState *states = NULL;
+        size_t n = 0;
         bool strict = o->strict || e->config.strict, noexec = o->noexec || e->config.noexec;
-        bool any_ours = false, any_merged = false, any_work = false;
+        bool recovered = false, changed = false, unchanged = false, any_live = false;
+        uint64_t stamp = 0;
         int r;
 
-        r = load_journal(e, &j);
+        /* 1-3. */
+        r = recover_locked(e, &j, &states, &n, &recovered);
         if (r < 0)
-                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read %s/%s: %m", e->root, JOURNAL_FILE);
-        r = recover_locked(e, &j);
-        if (r < 0)
-                return r;
+                goto finish;
 
-        plans = calloc(n ?: 1, sizeof(HierarchyPlan));
-        if (!plans)
-                return -ENOMEM;
         for (size_t i = 0; i < n; i++)
-                plans[i].tree_fd = -EBADF;
+                if (states[i].is_symlink) {
+                        r = engine_fail(e, ENGINE_ERROR_FAILED, ELOOP,
+                                        "%s is a symbolic link; sysextd merges only into real directories (resolve it in the configuration's Hierarchies=).",
+                                        states[i].path);
+                        goto finish;
+                }
 
-        /* 2. What is live. */
+        views = calloc(n ?: 1, sizeof(PlanHierarchy));
+        if (!views) {
+                r = -ENOMEM;
+                goto finish;
+        }
         for (size_t i = 0; i < n; i++) {
-                HierarchyPlan *p = &plans[i];
-                struct stat st;
-
-                p->hierarchy = e->config.hierarchies[i];
-                p->target = hierarchy_path(e, p->hierarchy);
-                if (!p->target) {
-                        r = -ENOMEM;
-                        goto finish;
-                }
-                p->exists = stat(p->target, &st) == 0 && S_ISDIR(st.st_mode);
-                if (!p->exists)
-                        continue;
-                r = mount_stack_read(p->target, &p->stack);
-                if (r < 0) {
-                        r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read the mount table for %s: %m", p->target);
-                        goto finish;
-                }
-                r = live_top_id(p->target, &p->top_id, &p->top_merged);
-                if (r < 0) {
-                        r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to open %s: %m", p->target);
-                        goto finish;
-                }
-                p->top_ours = !!p->top_id;
-                if (p->top_ours || p->stack.n_ours > 0)
-                        any_ours = true;
-                if (p->top_merged)
-                        any_merged = true;
-
-                if (!p->top_ours && p->stack.n_ours > 0) {
-                        if (verb == ENGINE_MERGE)
-                                r = engine_fail(e, ENGINE_ERROR_ALREADY_MERGED, EBUSY,
-                                                "Extensions are already merged into %s, below a foreign mount (%s on %s); nothing was changed.",
-                                                p->target, strna(p->stack.top_fstype), strna(p->stack.top_source));
-                        else
-                                r = engine_fail(e, ENGINE_ERROR_FOREIGN_MOUNT, EBUSY,
-                                                "A foreign mount (%s, source %s) is on top of sysextd's overlay on %s; refusing to touch it. Unmount it first.",
-                                                strna(p->stack.top_fstype), strna(p->stack.top_source), p->target);
-                        goto finish;
-                }
-                if (!p->stack.parent_shared && !p->top_ours)
-                        log_warning("%s sits on a mount that does not propagate (private): the merged tree will not reach other mount namespaces.",
-                                    p->target);
+                JournalHierarchy *jh = journal_find_hierarchy(&j, states[i].name);
+                views[i].state = &states[i];
+                stack_analyze(&states[i], jh ? jh->tree : NULL, &views[i].view);
+                if (views[i].view.live || views[i].view.covered)
+                        any_live = true;
         }
 
-        if (verb == ENGINE_MERGE && any_merged) {
-                for (size_t i = 0; i < n; i++)
-                        if (plans[i].top_merged) {
-                                r = engine_fail(e, ENGINE_ERROR_ALREADY_MERGED, EBUSY,
-                                                "Extensions are already merged into %s; use 'sysextd refresh' to update them or 'sysextd unmerge' first.",
-                                                plans[i].target);
-                                goto finish;
-                        }
+        {
+                _cleanup_(plan_done) Plan early = {};
+                r = plan_check(&(PlanInput) { .verb = verb, .hierarchies = views, .n_hierarchies = n }, &early);
+                if (r < 0)
+                        goto finish;
+                if (early.error != ENGINE_OK) {
+                        r = engine_fail(e, early.error, early.errno_value, "%s", early.message);
+                        goto finish;
+                }
         }
-        if (verb == ENGINE_UNMERGE && !any_ours) {
+
+        if (verb == ENGINE_UNMERGE && !any_live) {
                 log_info("No extensions are merged under %s, nothing to do.", e->root);
                 r = 0;
                 goto finish;
         }
 
-        /* 3. Images. */
+        /* 4. Images. */
         if (verb != ENGINE_UNMERGE) {
-                bool unchanged;
-
                 r = image_discover(e->root_fd, e->root, e->config.search_dirs, &images);
                 if (r < 0) {
                         r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to look for images under %s: %m", e->root);
                         goto finish;
                 }
-                unchanged = verb == ENGINE_REFRESH && !o->force && j.config_stamp == config_stamp(e) &&
-                            images_unchanged(&images, &j);
-                if (unchanged)
-                        for (size_t i = 0; i < n; i++) {
-                                JournalHierarchy *h = journal_find_hierarchy(&j, plans[i].hierarchy);
-                                if (!streq_ptr(h && h->merged ? h->id : NULL, plans[i].top_id))
-                                        unchanged = false;
-                        }
-                if (unchanged) {
-                        log_info("Extensions under %s are unchanged, nothing to do (use --force to rebuild anyway).", e->root);
-                        r = 0;
-                        goto finish;
-                }
-                r = probe_all(e, &images, noexec);
-                if (r < 0)
-                        goto finish;
-                for (size_t i = 0; i < images.n; i++) {
-                        log_verdict(&images.images[i]);
-                        if (images.images[i].verdict == IMAGE_COMPATIBLE)
-                                n_compatible++;
-                        else if (images.images[i].verdict == IMAGE_REFUSED)
-                                n_refused++;
-                        else
-                                n_incompatible++;
-                }
-                if (strict && n_refused > 0) {
-                        for (size_t i = 0; i < images.n; i++)
-                                if (images.images[i].verdict == IMAGE_REFUSED) {
-                                        r = engine_fail(e, ENGINE_ERROR_IMAGE_REFUSED, EBADMSG,
-                                                        "Image %s was refused (%s); strict mode, nothing was changed.",
-                                                        images.images[i].path, images.images[i].reason);
-                                        goto finish;
-                                }
-                }
-                /* A broken update of an extension that is live now must not silently drop
-                 * it from the tree: keep the current tree and say why. */
-                if (verb == ENGINE_REFRESH)
-                        for (size_t i = 0; i < images.n; i++) {
-                                Image *img = &images.images[i];
-                                bool live = false;
-
-                                if (img->verdict != IMAGE_REFUSED)
-                                        continue;
-                                for (size_t k = 0; k < j.n_hierarchies; k++)
-                                        if (j.hierarchies[k].merged && strv_contains(j.hierarchies[k].extensions, img->name))
-                                                live = true;
-                                if (live) {
-                                        r = engine_fail(e, ENGINE_ERROR_IMAGE_REFUSED, EBADMSG,
-                                                        "Image %s was refused (%s); extension '%s' is merged now, so the current tree stays as it is.",
-                                                        img->path, img->reason, img->name);
-                                        goto finish;
-                                }
-                        }
-                if (n_compatible == 0 && verb == ENGINE_MERGE) {
-                        r = engine_fail(e, ENGINE_ERROR_NO_IMAGES, ENOENT,
-                                        "No suitable extensions found under %s (%zu incompatible, %zu refused); nothing was merged.",
-                                        e->root, n_incompatible, n_refused);
-                        goto finish;
-                }
-        }
-
-        /* Plans per hierarchy. */
-        for (size_t i = 0; i < n; i++) {
-                HierarchyPlan *p = &plans[i];
-
-                if (!p->exists)
-                        continue;
-                for (size_t k = images.n; k > 0; k--) {
-                        Image *img = &images.images[k - 1];
-                        size_t *nl;
-
-                        if (img->verdict != IMAGE_COMPATIBLE || !(img->hierarchies & (1u << i)))
-                                continue;
-                        nl = realloc(p->layers, sizeof(size_t) * (p->n_layers + 1));
-                        if (!nl) {
-                                r = -ENOMEM;
-                                goto finish;
-                        }
-                        p->layers = nl;
-                        p->layers[p->n_layers++] = k - 1;
-                }
-                p->names = calloc(p->n_layers + 1, sizeof(char *));
-                if (!p->names) {
-                        r = -ENOMEM;
-                        goto finish;
-                }
-                for (size_t k = 0; k < p->n_layers; k++) {
-                        p->names[k] = strdup(images.images[p->layers[p->n_layers - 1 - k]].name);
-                        if (!p->names[k]) {
-                                r = -ENOMEM;
-                                goto finish;
-                        }
-                }
-
-                if (p->n_layers > OVERLAY_LAYERS_MAX - 2) {
-                        r = engine_fail(e, ENGINE_ERROR_IMAGE_REFUSED, E2BIG,
-                                        "Too many extensions for %s: %zu, overlayfs allows at most %d.",
-                                        p->target, p->n_layers, OVERLAY_LAYERS_MAX - 2);
-                        goto finish;
-                }
-
-                if (p->n_layers > 0)
-                        p->plan = PLAN_BUILD;
-                else if (p->top_ours) {
-                        r = mounts_below(p->target, &p->children);
-                        if (r < 0) {
-                                r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read the mounts below %s: %m", p->target);
-                                goto finish;
-                        }
-                        /* Mounts below keep an overlay of the base alone in place; one that is
-                         * already that stays as it is. */
-                        if (strv_length(p->children) == 0)
-                                p->plan = PLAN_DETACH;
-                        else
-                                p->plan = p->top_merged ? PLAN_BASE : PLAN_KEEP;
-                } else
-                        p->plan = PLAN_KEEP;
-
-                if (p->plan == PLAN_BUILD && !p->children) {
-                        r = mounts_below(p->target, &p->children);
-                        if (r < 0) {
-                                r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read the mounts below %s: %m", p->target);
-                                goto finish;
-                        }
-                }
-                if (p->plan == PLAN_BUILD || p->plan == PLAN_BASE) {
-                        r = random_hex(16, &p->new_id);
+                stamp = config_stamp(e);
+                unchanged = verb == ENGINE_REFRESH && !o->force && !j.incomplete && j.config_stamp == stamp &&
+                            any_live && plan_images_unchanged(&images, &j.images);
+                if (!unchanged) {
+                        r = probe_all(e, &images, noexec);
                         if (r < 0)
                                 goto finish;
+                        for (size_t i = 0; i < images.n; i++)
+                                log_verdict(&images.images[i]);
                 }
-                if (p->plan == PLAN_BUILD && p->top_ours && !kernel_has_mount_beneath() && !e->config.allow_degraded) {
-                        r = engine_fail(e, ENGINE_ERROR_KERNEL_REFUSED, EOPNOTSUPP,
-                                        "This kernel cannot mount beneath %s (MOVE_MOUNT_BENEATH needs Linux 6.5); refusing a refresh that would expose the base. Set DegradedMode=unmount-mount in sysextd.conf to accept that.",
-                                        p->target);
-                        goto finish;
-                }
-                if (p->plan != PLAN_KEEP)
-                        any_work = true;
         }
 
-        if (!any_work) {
-                if (verb == ENGINE_UNMERGE)
+        /* 5. Plan. */
+        r = plan_transition(&(PlanInput) {
+                                    .verb = verb,
+                                    .force = o->force,
+                                    .strict = strict,
+                                    .mount_beneath = kernel_has_mount_beneath(),
+                                    .allow_degraded = e->config.allow_degraded,
+                                    .hierarchies = views,
+                                    .n_hierarchies = n,
+                                    .images = &images,
+                                    .unchanged = unchanged,
+                            },
+                            &plan);
+        if (r < 0)
+                goto finish;
+        if (plan.error != ENGINE_OK) {
+                r = engine_fail(e, plan.error, plan.errno_value, "%s", plan.message);
+                goto finish;
+        }
+        STRV_FOREACH(note, plan.dropped)
+                log_warning("%s", *note);
+
+        if (!plan.any_work) {
+                if (unchanged)
+                        log_info("Extensions under %s are unchanged, nothing to do (use --force to rebuild anyway).", e->root);
+                else if (verb == ENGINE_UNMERGE)
                         log_info("No extensions are merged under %s, nothing to do.", e->root);
                 else
                         log_info("Nothing to do under %s.", e->root);
@@ -746,189 +492,51 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
 
         if (verb != ENGINE_UNMERGE) {
                 _cleanup_strv_free_ char **used = NULL;
+                _cleanup_free_ char *joined = NULL, *safe = NULL;
+
                 for (size_t i = 0; i < images.n; i++)
-                        if (images.images[i].verdict == IMAGE_COMPATIBLE &&
-                            strv_extend(&used, images.images[i].name) < 0) {
+                        if (images.images[i].verdict == IMAGE_COMPATIBLE && strv_extend(&used, images.images[i].name) < 0) {
                                 r = -ENOMEM;
                                 goto finish;
                         }
-                if (used) {
-                        _cleanup_free_ char *s = strv_join(used, "', '");
-                        log_info("Using extensions '%s'.", strna(s));
-                }
+                joined = used ? strv_join(used, "', '") : NULL;
+                if (joined)
+                        log_info("Using extensions '%s'.", string_safe(joined, &safe));
+                for (size_t i = 0; i < n; i++)
+                        if (plan.hierarchies[i].action == ACTION_BUILD && !views[i].view.live && !states[i].parent_propagates)
+                                log_warning("%s sits on a mount that does not propagate (private): the merged tree will not reach other mount namespaces.",
+                                            states[i].path);
+                j.config_stamp = stamp;
         }
 
-        /* 4. Build every new tree off to the side. */
-        {
-                StagingRequest reqs[HIERARCHIES_MAX] = {};
-                size_t n_reqs = 0, map[HIERARCHIES_MAX];
-
-                for (size_t i = 0; i < n && n_reqs < HIERARCHIES_MAX; i++) {
-                        HierarchyPlan *p = &plans[i];
-                        if (p->plan != PLAN_BUILD && p->plan != PLAN_BASE)
-                                continue;
-                        map[n_reqs] = i;
-                        reqs[n_reqs++] = (StagingRequest) {
-                                .hierarchy = p->hierarchy,
-                                .target = p->target,
-                                .children = p->children,
-                                .layers = p->layers,
-                                .n_layers = p->plan == PLAN_BUILD ? p->n_layers : 0,
-                                .id = p->new_id,
-                                .names = p->names,
-                                .tree_fd = -EBADF,
-                        };
-                }
-                if (n_reqs > 0) {
-                        staging = path_join(e->root, JOURNAL_DIR "/staging");
-                        if (!staging) {
-                                r = -ENOMEM;
-                                goto finish;
-                        }
-                        r = mkdir_p_at(e->root_fd, JOURNAL_DIR "/staging", 0700);
-                        if (r < 0) {
-                                r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to create %s: %m", staging);
-                                goto finish;
-                        }
-                        r = staging_build(staging, images.images, images.n, reqs, n_reqs, noexec, &msg);
-                        if (r < 0) {
-                                r = engine_fail(e, r == -ENOENT || r == -ENOTDIR ? ENGINE_ERROR_FAILED : ENGINE_ERROR_KERNEL_REFUSED,
-                                                r, "%s; nothing was changed.", msg ?: "Failed to build the new tree");
-                                goto finish;
-                        }
-                        for (size_t k = 0; k < n_reqs; k++)
-                                plans[map[k]].tree_fd = reqs[k].tree_fd;
-                }
-        }
-
-        /* 5. New state with the pending record, before anything visible changes. */
-        j.pending = true;
-        j.pending_generation = j.generation + 1;
-        for (size_t i = 0; i < n; i++) {
-                HierarchyPlan *p = &plans[i];
-                JournalHierarchy *h;
-                JournalTransition *t;
-
-                if (p->plan == PLAN_KEEP)
-                        continue;
-                r = journal_get_hierarchy(&j, p->hierarchy, &h);
-                if (r < 0)
-                        goto finish;
-                t = realloc(j.transitions, sizeof(JournalTransition) * (j.n_transitions + 1));
-                if (!t) {
-                        r = -ENOMEM;
-                        goto finish;
-                }
-                j.transitions = t;
-                t = &t[j.n_transitions++];
-                *t = (JournalTransition) {
-                        .hierarchy = strdup(p->hierarchy),
-                        .old_id = p->top_id ? strdup(p->top_id) : NULL,
-                        .new_id = p->new_id ? strdup(p->new_id) : NULL,
-                        .old_extensions = h->merged ? TAKE_PTR(h->extensions) : NULL,
-                        .old_since = h->since,
-                };
-                strv_free(h->extensions);
-                h->extensions = NULL;
-                free(h->id);
-                h->id = p->new_id ? strdup(p->new_id) : NULL;
-                h->merged = p->plan == PLAN_BUILD;
-                if (h->merged) {
-                        h->extensions = p->names;
-                        p->names = NULL;
-                }
-                h->since = now_realtime_usec();
-        }
-        if (verb != ENGINE_UNMERGE) {
-                r = record_images(&j, &images);
-                if (r < 0)
-                        goto finish;
-                j.config_stamp = config_stamp(e);
-        }
-        r = journal_save(e->root_fd, &j);
-        if (r < 0) {
-                r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s: %m; nothing was changed.", e->root, JOURNAL_FILE);
-                goto finish;
-        }
-
-#ifdef SYSEXTD_TEST_HOOKS
-        testhook_point("before-swap", 0);
-#endif
-
-        /* 6. The swap, hierarchy by hierarchy. */
-        for (size_t i = 0; i < n; i++) {
-                HierarchyPlan *p = &plans[i];
-                SwapResult result;
-
-                if (p->plan == PLAN_KEEP)
-                        continue;
-                free(msg);
-                msg = NULL;
-                r = tree_swap(p->target, p->plan == PLAN_DETACH ? -EBADF : p->tree_fd, e->config.allow_degraded, &result, &msg);
-                if (r < 0) {
-                        /* The journal still holds the pending record: the next start resolves
-                         * it against what is live. Do it now, so the state is true at once. */
-                        (void) recover_locked(e, &j);
-                        r = engine_fail(e, r == -EBUSY ? ENGINE_ERROR_FOREIGN_MOUNT : ENGINE_ERROR_KERNEL_REFUSED, r, "%s",
-                                        msg ?: "Failed to swap in the new tree.");
-                        goto finish;
-                }
-                p->tree_fd = safe_close(p->tree_fd);
-                switch (result) {
-                case SWAP_ATTACHED:
-                case SWAP_REPLACED:
-                        if (p->plan == PLAN_BUILD)
-                                log_info("Merged extensions into '%s'.", p->target);
-                        else
-                                log_info("Unmerged extensions from '%s' (an overlay of the base alone stays, to keep the mounts below it).",
-                                         p->target);
-                        break;
-                case SWAP_REPLACED_GAP:
-                        log_warning("Merged extensions into '%s' in degraded mode (the base was visible for a moment).", p->target);
-                        break;
-                case SWAP_DETACHED:
-                        log_info("Unmerged extensions from '%s'.", p->target);
-                        break;
-                }
-        }
-
-#ifdef SYSEXTD_TEST_HOOKS
-        testhook_point("after-swap", 0);
-#endif
-
-        /* 7. Commit. */
-        j.generation = j.pending_generation;
-        journal_pending_clear(&j);
-        r = journal_save(e->root_fd, &j);
-        if (r < 0) {
-                r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s: %m", e->root, JOURNAL_FILE);
-                goto finish;
-        }
-        keep_probed(e, &images);
-        r = 1;
+        /* 6. */
+        r = execute_transition(e, verb, &j, states, views, &plan, &images, noexec, &changed);
+        if (r >= 0)
+                keep_probed(e, &images);
 
 finish:
-        plans_free(plans, n);
-        return r;
+        e->result.changed = recovered || changed;
+        e->result.recovered = recovered;
+        e->result.generation = j.generation;
+        hierarchy_states_free(states, n);
+        return r < 0 ? r : changed;
 }
 
 int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
         static const EngineOptions none = {};
         int r;
 
-        e->error_kind = ENGINE_OK;
-        free(e->error);
-        e->error = NULL;
+        engine_result_done(&e->result);
         image_list_free(&e->probed);
         e->probed_valid = false;
 
         r = engine_lock(e);
-        if (r < 0)
-                return r;
-        r = transition_locked(e, verb, o ?: &none);
+        if (r >= 0)
+                r = transition_locked(e, verb, o ?: &none);
         engine_unlock(e);
-        if (r < 0 && !e->error)
+        if (r < 0 && !e->result.message)
                 engine_fail(e, ENGINE_ERROR_FAILED, r, "Transition failed: %m");
+        e->result.r = r;
         return r;
 }
 
@@ -943,66 +551,72 @@ void engine_status_done(EngineStatus *s) {
 }
 
 int engine_status(Engine *e, EngineStatus *ret) {
-        EngineStatus s = {};
-        size_t n = strv_length(e->config.hierarchies);
+        _cleanup_(engine_status_done) EngineStatus s = {};
+        _cleanup_close_ int dfd = -EBADF;
+        HierarchyState *states = NULL;
+        size_t n = 0;
+        uint64_t ns;
         int r;
 
-        r = load_journal(e, &s.journal);
-        if (r < 0)
-                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read %s/%s: %m", e->root, JOURNAL_FILE);
-        s.generation = s.journal.generation;
-        s.beneath = kernel_has_mount_beneath();
-        s.mode = s.beneath ? "beneath" : e->config.allow_degraded ? "degraded" : "unsupported";
-        s.policy = image_policy_to_string(e->config.policy);
-        s.hierarchies = calloc(n ?: 1, sizeof(HierarchyStatus));
-        if (!s.hierarchies)
-                return -ENOMEM;
+        r = journal_dir_open(e->root_fd, false, &dfd);
+        if (r >= 0) {
+                r = load_journal(e, dfd, &s.journal);
+                if (r < 0)
+                        return r;
+        } else if (r != -ENOENT)
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to open %s/%s: %m", e->root, JOURNAL_DIR);
 
+        s.generation = s.journal.generation;
+        s.mode = kernel_has_mount_beneath() ? "beneath" : e->config.allow_degraded ? "degraded" : "unsupported";
+        s.policy = image_policy_to_string(e->config.policy);
+        s.proof = tree_proof_string();
+        s.pending = s.journal.pending;
+        s.incomplete = s.journal.incomplete;
+        s.other_namespace = s.journal.mount_ns != 0 && s.journal.trees.n > 0 && mount_namespace_id(&ns) >= 0 &&
+                            ns != s.journal.mount_ns;
+
+        r = inspect_all(e, &s.journal, &states, &n);
+        if (r < 0)
+                return r;
+        s.hierarchies = calloc(n ?: 1, sizeof(HierarchyStatus));
+        if (!s.hierarchies) {
+                hierarchy_states_free(states, n);
+                return -ENOMEM;
+        }
         for (size_t i = 0; i < n; i++) {
                 HierarchyStatus *h = &s.hierarchies[s.n_hierarchies++];
-                _cleanup_free_ char *target = hierarchy_path(e, e->config.hierarchies[i]), *id = NULL;
-                __attribute__((cleanup(mount_stack_done))) MountStack stack = {};
-                JournalHierarchy *jh = journal_find_hierarchy(&s.journal, e->config.hierarchies[i]);
+                JournalHierarchy *jh = journal_find_hierarchy(&s.journal, states[i].name);
+                const Tree *shown;
+                StackView v;
 
-                h->path = strjoin3("/", e->config.hierarchies[i], "");
-                if (!target || !h->path) {
-                        engine_status_done(&s);
+                h->path = strjoin3("/", states[i].name, "");
+                if (!h->path) {
+                        hierarchy_states_free(states, n);
                         return -ENOMEM;
                 }
-                if (live_top_id(target, &id, NULL) < 0)
+                h->is_symlink = states[i].is_symlink;
+                if (!states[i].exists)
                         continue;
-                if (mount_stack_read(target, &stack) >= 0)
-                        h->foreign_top = !id && stack.n_ours > 0;
-                /* The journal says what we merged; the mount table says whether it is live.
-                 * While a transition is pending, the journal already holds its new state: as
-                 * long as the old top is live, report the old one from the pending record. */
-                {
-                        char **extensions = NULL;
-                        uint64_t since = 0;
-
-                        for (size_t k = 0; s.journal.pending && k < s.journal.n_transitions; k++) {
-                                const JournalTransition *t = &s.journal.transitions[k];
-                                if (streq(t->hierarchy, e->config.hierarchies[i]) && t->old_id && streq_ptr(t->old_id, id)) {
-                                        extensions = t->old_extensions;
-                                        since = t->old_since;
-                                        h->merged = !!extensions;
-                                        goto found;
-                                }
-                        }
-                        h->merged = id && jh && jh->merged && streq_ptr(jh->id, id);
-                        if (h->merged || h->foreign_top) {
-                                extensions = jh ? jh->extensions : NULL;
-                                since = jh ? jh->since : 0;
-                        }
-                found:
-                        h->since = since;
-                        STRV_FOREACH(x, extensions)
+                stack_analyze(&states[i], jh ? jh->tree : NULL, &v);
+                /* What readers see: the live tree; under a foreign mount, the tree it covers. */
+                shown = v.live ?: v.covered_tree;
+                h->merged = v.live && !v.live->base_only;
+                h->foreign_top = v.covered;
+                h->n_ours = v.n_ours;
+                h->n_buried = v.n_buried;
+                h->n_repair = v.n_repair;
+                h->n_unrecorded = v.n_unrecorded;
+                if (shown && !shown->base_only) {
+                        h->since = shown->since;
+                        STRV_FOREACH(x, shown->extensions)
                                 if (strv_extend(&h->extensions, *x) < 0) {
-                                        engine_status_done(&s);
+                                        hierarchy_states_free(states, n);
                                         return -ENOMEM;
                                 }
                 }
         }
+        hierarchy_states_free(states, n);
         *ret = s;
+        s = (EngineStatus) {};
         return 0;
 }

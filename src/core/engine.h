@@ -9,7 +9,7 @@
 
 /* The engine: merge, refresh, unmerge, list and status on one root.  The CLI verb and the
  * D-Bus method call the same functions.  Functions log what they do; a failure is logged once
- * and its message is also kept in Engine.error for the bus. */
+ * and its message is also kept in the result for the bus. */
 
 typedef struct EngineConfig {
         char **search_dirs; /* relative to the root: "etc/extensions", ... */
@@ -36,14 +36,26 @@ typedef enum EngineError {
         _ENGINE_ERROR_MAX,
 } EngineError;
 
+/* What a transition did: for the CLI, the daemon and its reply. */
+typedef struct EngineResult {
+        int r;              /* < 0: failed */
+        bool changed;       /* the live tree changed (this transition, or recovery before it) */
+        bool recovered;     /* recovery changed the tree before the transition ran */
+        uint64_t generation;
+        EngineError error;  /* classification of a failure */
+        char *message;      /* its message, for the caller */
+} EngineResult;
+
+void engine_result_done(EngineResult *r);
+
 typedef struct Engine {
-        char *root; /* absolute, "/" for the host */
+        char *root; /* absolute, canonical; "/" for the host */
         int root_fd;
         int lock_fd;
+        int journal_fd; /* run/sysextd, while the lock is held */
         EngineConfig config;
 
-        EngineError error_kind; /* classification of the last failure */
-        char *error;            /* its message */
+        EngineResult result; /* of the last call */
 
         /* Images probed by earlier transitions, still mounted (detached), reused when the
          * file is the same (path and identity) instead of being attached and mounted again.
@@ -64,7 +76,10 @@ typedef enum EngineVerb {
         ENGINE_MERGE,
         ENGINE_REFRESH,
         ENGINE_UNMERGE,
+        _ENGINE_VERB_MAX,
 } EngineVerb;
+
+const char *engine_verb_to_string(EngineVerb v);
 
 typedef struct EngineOptions {
         bool force;  /* refresh: rebuild even when nothing changed */
@@ -72,11 +87,12 @@ typedef struct EngineOptions {
         bool noexec;
 } EngineOptions;
 
-/* Returns 1 when the tree changed, 0 when there was nothing to do, < 0 on failure. */
+/* Runs a transition; e->result says what happened.  Returns e->result.r: 1 when the tree
+ * changed, 0 when there was nothing to do, < 0 on failure. */
 int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o);
 
-/* Finishes or discards a transition that a crash interrupted (also done by every
- * transition).  Takes the lock. */
+/* Finishes or discards a transition that a crash interrupted and repairs what others left
+ * (also done by every transition).  Takes the lock. */
 int engine_recover(Engine *e);
 
 /* Discovers and probes every image; the returned list holds verdicts and reasons, no mounts. */
@@ -84,17 +100,25 @@ int engine_list(Engine *e, ImageList *ret);
 
 typedef struct HierarchyStatus {
         char *path;        /* "/usr" as seen inside the root */
-        bool merged;       /* our overlay is the live top */
-        bool foreign_top;  /* something else is mounted on top of ours */
+        bool merged;       /* our tree with extensions is the live top */
+        bool foreign_top;  /* a foreign mount is on top of ours */
         char **extensions; /* bottom to top */
         uint64_t since;
+        unsigned n_ours;       /* our trees in the stack (more than one: stacked) */
+        unsigned n_buried;     /* of ours, below the live one */
+        unsigned n_repair;     /* of ours, above the one that should be live (repaired by the next transition) */
+        unsigned n_unrecorded; /* overlays from source "sysextd" without a record */
+        bool is_symlink;
 } HierarchyStatus;
 
 typedef struct EngineStatus {
         uint64_t generation;
-        bool beneath; /* kernel has MOVE_MOUNT_BENEATH */
-        const char *mode; /* "beneath" or "degraded" or "unsupported" */
+        const char *mode;   /* "beneath", "degraded" or "unsupported" */
         const char *policy;
+        const char *proof;  /* how ownership is proven on this kernel */
+        bool pending;       /* a transition is running, or was interrupted */
+        bool incomplete;    /* an interrupted transition was finished for some hierarchies only */
+        bool other_namespace; /* the trees were recorded in another mount namespace */
         HierarchyStatus *hierarchies;
         size_t n_hierarchies;
         Journal journal; /* images of the last transition, with verdicts */
@@ -102,3 +126,6 @@ typedef struct EngineStatus {
 
 void engine_status_done(EngineStatus *s);
 int engine_status(Engine *e, EngineStatus *ret);
+
+/* Logs the failure once and keeps it in e->result; returns -abs(error) (-EIO for 0). */
+int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) _printf_(4, 5);

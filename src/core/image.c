@@ -2,36 +2,47 @@
 /*
  * Image discovery and probing.
  *
- * Discovery only reads directories and stat()s entries.  Probing then, per image:
- *   directory: open it (O_DIRECTORY) and read its extension-release;
- *   raw file:  recognise the file system with libblkid (by content, never by suffix),
- *              attach a loop device, mount it detached and verify it (loopdev.c), then read
- *              the release file through the mount fd.
+ * Everything below the root is someone else's: every path is resolved from the root's fd
+ * with openat2(RESOLVE_IN_ROOT), so an absolute or ../ symlink stays inside the root, and
+ * fds are passed on rather than paths re-opened.
+ *
+ * Discovery only reads directories and looks at the type of entries (O_PATH).  Probing
+ * then, per image:
+ *   directory: a detached bind of it (open_tree on the resolved fd), its extension-release;
+ *   raw file:  reopened for reading only once it is known to be a regular file; the file
+ *              system recognised with libblkid (by content, never by suffix), its size
+ *              checked against the file's, a loop device attached, the file system mounted
+ *              detached and verified (loopdev.c), then the release file read through the
+ *              mount fd.
  * A probed raw image holds a loop device and a detached mount; both go away when the image
- * is freed unless the mount was cloned into a tree first (then the tree keeps them).
+ * is released unless the mount was cloned into a tree first (then the tree keeps them).
  */
-#include <blkid.h>
-#include <ctype.h>
 #include <dirent.h>
-#include <ftw.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 
+#include "disk.h"
 #include "fd-util.h"
+#include "fileio.h"
 #include "image.h"
 #include "missing.h"
+#include "overlay.h"
 #include "util.h"
+
+#define RELEASE_FILE_MAX (64 * 1024)
+#define STAMP_DEPTH_MAX 64
 
 static const char *const kind_table[_IMAGE_KIND_MAX] = {
         [IMAGE_DIRECTORY] = "directory",
         [IMAGE_EROFS] = "erofs",
         [IMAGE_SQUASHFS] = "squashfs",
         [IMAGE_EXT4] = "ext4",
+        [IMAGE_BTRFS] = "btrfs",
+        [IMAGE_XFS] = "xfs",
         [IMAGE_DDI] = "ddi",
         [IMAGE_UNKNOWN] = "unknown",
 };
@@ -40,17 +51,29 @@ const char *image_kind_to_string(ImageKind k) {
         return k >= 0 && k < _IMAGE_KIND_MAX ? kind_table[k] : "unknown";
 }
 
+int image_kind_from_string(const char *s) {
+        for (int i = 0; i < _IMAGE_KIND_MAX; i++)
+                if (streq(s, kind_table[i]))
+                        return i;
+        return -EINVAL;
+}
+
+static const char *const verdict_table[_IMAGE_VERDICT_MAX] = {
+        [IMAGE_UNPROBED] = "unprobed",
+        [IMAGE_COMPATIBLE] = "compatible",
+        [IMAGE_INCOMPATIBLE] = "incompatible",
+        [IMAGE_REFUSED] = "refused",
+};
+
 const char *image_verdict_to_string(ImageVerdict v) {
-        switch (v) {
-        case IMAGE_COMPATIBLE:
-                return "compatible";
-        case IMAGE_INCOMPATIBLE:
-                return "incompatible";
-        case IMAGE_REFUSED:
-                return "refused";
-        default:
-                return "unprobed";
-        }
+        return v >= 0 && v < _IMAGE_VERDICT_MAX ? verdict_table[v] : "unprobed";
+}
+
+int image_verdict_from_string(const char *s) {
+        for (int i = 0; i < _IMAGE_VERDICT_MAX; i++)
+                if (streq(s, verdict_table[i]))
+                        return i;
+        return -EINVAL;
 }
 
 static const char *const policy_table[_IMAGE_POLICY_MAX] = {
@@ -70,13 +93,19 @@ int image_policy_from_string(const char *s) {
         return -EINVAL;
 }
 
-static void image_done(Image *i) {
-        free(i->name);
-        free(i->fstype);
-        free(i->path);
-        free(i->reason);
-        safe_close(i->root_fd);
-        loopdev_free(i->loop);
+void image_release(Image *img) {
+        img->root_fd = safe_close(img->root_fd);
+        img->loop = loopdev_free(img->loop);
+}
+
+void image_done(Image *img) {
+        free(img->name);
+        free(img->fstype);
+        free(img->path);
+        free(img->rel);
+        free(img->reason);
+        image_release(img);
+        *img = (Image) { .root_fd = -EBADF };
 }
 
 void image_list_free(ImageList *l) {
@@ -86,39 +115,103 @@ void image_list_free(ImageList *l) {
         *l = (ImageList) {};
 }
 
-static uint64_t *stamp_target;
+const char *image_name_invalid_reason(const char *name) {
+        if (isempty(name))
+                return "the image name is empty";
+        if (strlen(name) > IMAGE_NAME_MAX)
+                return "the image name is longer than 255 bytes";
+        if (name[0] == '.')
+                return "the image name starts with a dot";
+        if (!utf8_is_valid(name))
+                return "the image name is not valid UTF-8";
+        if (string_has_control(name))
+                return "the image name contains control characters";
+        if (strchr(name, '/'))
+                return "the image name contains a slash";
+        return NULL;
+}
 
-static int stamp_entry(const char *fpath, const struct stat *st, int typeflag, struct FTW *ftw) {
-        stamp_add_stat(stamp_target, st);
-        stamp_add_string(stamp_target, fpath);
+static int stamp_dir(int fd, uint64_t *stamp, unsigned depth) {
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        struct stat st;
+
+        if (depth > STAMP_DEPTH_MAX) {
+                safe_close(fd);
+                return -ELOOP;
+        }
+        if (fstat(fd, &st) < 0) {
+                safe_close(fd);
+                return negative_errno();
+        }
+        stamp_add_stat(stamp, &st);
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return negative_errno();
+        }
+        while ((de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue; /* raced removal: the next refresh sees the new state */
+                stamp_add_string(stamp, de->d_name);
+                stamp_add_stat(stamp, &st);
+                if (S_ISDIR(st.st_mode)) {
+                        int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+                        if (sub < 0)
+                                continue;
+                        if (st.st_dev != 0) {
+                                struct stat sst;
+                                /* Do not walk into other file systems (a mount below the image). */
+                                if (fstat(sub, &sst) < 0 || sst.st_dev != st.st_dev) {
+                                        safe_close(sub);
+                                        continue;
+                                }
+                        }
+                        (void) stamp_dir(sub, stamp, depth + 1);
+                }
+        }
         return 0;
 }
 
-int image_directory_stamp(const char *path, uint64_t *ret) {
+int image_directory_stamp(int dir_fd, uint64_t *ret) {
         uint64_t stamp = STAMP_INIT;
-        int r;
+        int fd, r;
 
-        /* nftw() has no user data pointer; the engine runs one transition at a time. */
-        stamp_target = &stamp;
-        r = nftw(path, stamp_entry, 16, FTW_PHYS | FTW_MOUNT);
-        stamp_target = NULL;
-        if (r < 0)
+        fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
                 return negative_errno();
+        /* dir_fd may be O_PATH: read through a real open of it. */
+        {
+                int rd = fd_reopen(fd, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
+                safe_close(fd);
+                if (rd < 0)
+                        return rd;
+                fd = rd;
+        }
+        r = stamp_dir(fd, &stamp, 0);
+        if (r < 0)
+                return r;
         *ret = stamp;
         return 0;
 }
 
 /* The verity sidecars of a raw image are part of its identity: a new signature, a removed
  * hash tree or a replaced root hash change the verdict. */
-static uint64_t sidecar_stamp(int dir_fd, const char *name) {
+static uint64_t sidecar_stamp(int root_fd, const char *dir, const char *name) {
         static const char *const suffixes[] = { ".roothash", ".verity", ".roothash.p7s" };
         uint64_t stamp = STAMP_INIT;
 
         for (size_t i = 0; i < ELEMENTSOF(suffixes); i++) {
-                _cleanup_free_ char *p = strjoin3(name, suffixes[i], "");
+                _cleanup_free_ char *p = NULL;
+                _cleanup_close_ int fd = -EBADF;
                 struct stat st;
 
-                if (p && fstatat(dir_fd, p, &st, 0) == 0)
+                if (asprintf(&p, "%s/%s%s", dir, name, suffixes[i]) < 0)
+                        p = NULL;
+                fd = p ? openat_resolve(root_fd, p, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) : -ENOMEM;
+                if (fd >= 0 && fstat(fd, &st) == 0)
                         stamp_add_stat(&stamp, &st);
                 else
                         stamp_add_u64(&stamp, 0);
@@ -141,86 +234,8 @@ static int compare_images(const void *a, const void *b) {
         return c != 0 ? c : strcmp(x->name, y->name);
 }
 
-int image_discover(int root_fd, const char *root_prefix, char *const *search_dirs, ImageList *ret) {
-        _cleanup_image_list_ ImageList l = {};
-
-        STRV_FOREACH(sd, search_dirs) {
-                _cleanup_close_ int dfd = -EBADF;
-                DIR *d;
-                struct dirent *de;
-
-                dfd = openat(root_fd, *sd, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (dfd < 0) {
-                        if (errno == ENOENT || errno == ENOTDIR)
-                                continue;
-                        return negative_errno();
-                }
-                d = fdopendir(dfd);
-                if (!d)
-                        return negative_errno();
-                dfd = -EBADF; /* owned by d now */
-
-                while ((de = readdir(d))) {
-                        _cleanup_free_ char *name = NULL;
-                        struct stat st;
-                        bool seen = false;
-                        Image *n;
-
-                        if (de->d_name[0] == '.' || is_sidecar(de->d_name))
-                                continue;
-                        if (fstatat(dirfd(d), de->d_name, &st, 0) < 0)
-                                continue; /* dangling symlink or raced removal */
-                        if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-                                continue;
-
-                        name = S_ISREG(st.st_mode) && endswith(de->d_name, ".raw")
-                                       ? strndup(de->d_name, strlen(de->d_name) - 4)
-                                       : strdup(de->d_name);
-                        if (!name) {
-                                closedir(d);
-                                return -ENOMEM;
-                        }
-                        for (size_t i = 0; i < l.n; i++)
-                                if (streq(l.images[i].name, name))
-                                        seen = true;
-                        if (seen)
-                                continue; /* an earlier search directory has it */
-
-                        n = realloc(l.images, sizeof(Image) * (l.n + 1));
-                        if (!n) {
-                                closedir(d);
-                                return -ENOMEM;
-                        }
-                        l.images = n;
-                        n = &l.images[l.n];
-                        *n = (Image) { .root_fd = -EBADF, .st = st,
-                                       .kind = S_ISDIR(st.st_mode) ? IMAGE_DIRECTORY : IMAGE_UNKNOWN };
-                        n->name = TAKE_PTR(name);
-                        if (asprintf(&n->path, "%s%s%s/%s", root_prefix, streq(root_prefix, "/") ? "" : "/",
-                                     *sd, de->d_name) < 0) {
-                                n->path = NULL;
-                                l.n++;
-                                closedir(d);
-                                return -ENOMEM;
-                        }
-                        l.n++;
-                        if (n->kind == IMAGE_DIRECTORY) {
-                                if (image_directory_stamp(n->path, &n->stamp) < 0)
-                                        n->stamp = 0; /* unreadable: the probe says why */
-                        } else
-                                n->stamp = sidecar_stamp(dirfd(d), n->name);
-                }
-                closedir(d);
-        }
-
-        if (l.n > 0)
-                qsort(l.images, l.n, sizeof(Image), compare_images);
-        *ret = l;
-        l = (ImageList) {};
-        return 0;
-}
-
 static int refuse(Image *img, ImageVerdict v, const char *fmt, ...) _printf_(3, 4);
+static int refuse_by_policy(Image *img, const char *fmt, ...) _printf_(2, 3);
 static int refuse(Image *img, ImageVerdict v, const char *fmt, ...) {
         va_list ap;
 
@@ -230,312 +245,167 @@ static int refuse(Image *img, ImageVerdict v, const char *fmt, ...) {
                 img->reason = NULL;
         va_end(ap);
         img->verdict = v;
-        img->root_fd = safe_close(img->root_fd);
-        img->loop = loopdev_free(img->loop);
+        image_release(img);
         return 0;
 }
 
-static ImageKind kind_from_type(const char *type) {
-        if (!type)
-                return IMAGE_UNKNOWN;
-        if (streq(type, "erofs"))
-                return IMAGE_EROFS;
-        if (streq(type, "squashfs"))
-                return IMAGE_SQUASHFS;
-        if (STR_IN_SET(type, "ext4", "ext3", "ext2"))
-                return IMAGE_EXT4;
-        return IMAGE_UNKNOWN;
+static int refuse_by_policy(Image *img, const char *fmt, ...) {
+        va_list ap;
+
+        free(img->reason);
+        va_start(ap, fmt);
+        if (vasprintf(&img->reason, fmt, ap) < 0)
+                img->reason = NULL;
+        va_end(ap);
+        img->verdict = IMAGE_REFUSED;
+        img->refused_by_policy = true;
+        image_release(img);
+        return 0;
 }
 
-/* The file system type of fd (from offset, size bytes; 0: all), or of its partition table. */
-static int probe_type(int fd, uint64_t offset, uint64_t size, bool partitions, char **ret_type) {
-        blkid_probe pr;
-        const char *type = NULL;
-        int r;
+static int list_add(ImageList *l, const char *name, const char *root_prefix, const char *dir, const char *entry,
+                    const struct stat *st, Image **ret) {
+        Image *n = realloc(l->images, sizeof(Image) * (l->n + 1));
 
-        *ret_type = NULL;
-        pr = blkid_new_probe();
-        if (!pr)
+        if (!n)
                 return -ENOMEM;
-        if (blkid_probe_set_device(pr, fd, offset, size) < 0) {
-                blkid_free_probe(pr);
-                return -EIO;
-        }
-        blkid_probe_enable_superblocks(pr, 1);
-        blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE);
-        blkid_probe_enable_partitions(pr, partitions);
-        r = blkid_do_safeprobe(pr);
-        if (r == 0 && blkid_probe_lookup_value(pr, "TYPE", &type, NULL) < 0)
-                /* A partition table (a disk image) is reported by its type. */
-                (void) blkid_probe_lookup_value(pr, "PTTYPE", &type, NULL);
-        if (type) {
-                *ret_type = strdup(type);
-                if (!*ret_type) {
-                        blkid_free_probe(pr);
-                        return -ENOMEM;
+        l->images = n;
+        n = &l->images[l->n++];
+        *n = (Image) { .root_fd = -EBADF, .st = *st, .kind = S_ISDIR(st->st_mode) ? IMAGE_DIRECTORY : IMAGE_UNKNOWN };
+        n->name = strdup(name);
+        n->rel = path_join(dir, entry);
+        if (asprintf(&n->path, "%s%s%s/%s", root_prefix, streq(root_prefix, "/") ? "" : "/", dir, entry) < 0)
+                n->path = NULL;
+        if (!n->name || !n->rel || !n->path)
+                return -ENOMEM;
+        *ret = n;
+        return 0;
+}
+
+int image_discover(int root_fd, const char *root_prefix, char *const *search_dirs, ImageList *ret) {
+        _cleanup_image_list_ ImageList l = {};
+
+        STRV_FOREACH(sd, search_dirs) {
+                _cleanup_closedir_ DIR *d = NULL;
+                struct dirent *de;
+                int dfd;
+
+                dfd = open_directory_at(root_fd, *sd, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+                if (dfd < 0) {
+                        if (dfd == -ENOENT || dfd == -ENOTDIR)
+                                continue;
+                        return dfd;
+                }
+                d = fdopendir(dfd);
+                if (!d) {
+                        safe_close(dfd);
+                        return negative_errno();
+                }
+
+                while ((de = readdir(d))) {
+                        _cleanup_free_ char *name = NULL, *rel = NULL;
+                        _cleanup_close_ int fd = -EBADF;
+                        struct stat st = {};
+                        const char *invalid;
+                        bool seen = false, raw;
+                        Image *img;
+                        int r;
+
+                        if (de->d_name[0] == '.' || is_sidecar(de->d_name))
+                                continue;
+                        /* What the entry is once resolved inside the root: a symlink to an
+                         * image elsewhere in the root is that image, one pointing out of it
+                         * ends inside it too (RESOLVE_IN_ROOT). */
+                        rel = path_join(*sd, de->d_name);
+                        if (!rel)
+                                return -ENOMEM;
+                        fd = openat_resolve(root_fd, rel, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+                        if (fd >= 0 && fstat(fd, &st) < 0)
+                                fd = safe_close(fd);
+
+                        raw = endswith(de->d_name, ".raw");
+                        if (fd >= 0 && S_ISDIR(st.st_mode))
+                                name = strdup(de->d_name);
+                        else if (raw)
+                                name = strndup(de->d_name, strlen(de->d_name) - 4);
+                        else
+                                continue; /* neither NAME.raw nor a directory: not an image */
+                        if (!name)
+                                return -ENOMEM;
+
+                        for (size_t i = 0; i < l.n; i++)
+                                if (streq(l.images[i].name, name))
+                                        seen = true;
+                        if (seen)
+                                continue; /* an earlier search directory has it */
+
+                        r = list_add(&l, name, root_prefix, *sd, de->d_name, &st, &img);
+                        if (r < 0)
+                                return r;
+
+                        invalid = image_name_invalid_reason(name);
+                        if (invalid)
+                                refuse(img, IMAGE_REFUSED, "%s", invalid);
+                        else if (fd < 0)
+                                refuse(img, IMAGE_REFUSED, "cannot open %s: %s", de->d_name,
+                                       fd == -ENOENT ? "it is a symbolic link to nothing" : strerror(-fd));
+                        else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+                                refuse(img, IMAGE_REFUSED, "%s is %s, not an image file or directory", de->d_name,
+                                       inode_type_name(st.st_mode));
+                        else if (img->kind == IMAGE_DIRECTORY) {
+                                if (image_directory_stamp(fd, &img->stamp) < 0)
+                                        img->stamp = 0; /* unreadable: the probe says why */
+                        } else
+                                img->stamp = sidecar_stamp(root_fd, *sd, name);
                 }
         }
-        blkid_free_probe(pr);
+
+        if (l.n > 0)
+                qsort(l.images, l.n, sizeof(Image), compare_images);
+        *ret = l;
+        l = (ImageList) {};
         return 0;
 }
 
-/* Partition type UUIDs of the Discoverable Partitions Specification for this architecture. */
-typedef struct DpsTypes {
-        const char *arch;
-        const char *root, *root_verity, *root_sig, *usr, *usr_verity, *usr_sig;
-} DpsTypes;
+static int dir_of(const char *rel, char **ret) {
+        const char *slash = strrchr(rel, '/');
 
-static const DpsTypes dps_table[] = {
-        { "x86-64", "4f68bce3-e8cd-4db1-96e7-fbcaf984b709", "2c7357ed-ebd2-46d9-aec1-23d437ec2bf5",
-          "41092b05-9fc8-4523-994f-2def0408b176", "8484680c-9521-48c6-9c11-b0720656f69e",
-          "77ff5f63-e7b6-4633-acf4-1565b864c0e6", "e7bb33fb-06cf-4e81-8273-e543b413e2e2" },
-        { "arm64", "b921b045-1df0-41c3-af44-4c6f280d3fae", "df3300ce-d69f-4c92-978c-9bfb0f38d820",
-          "6db69de6-29f4-4758-a7a5-962190f00ce3", "b0e01050-ee5f-4390-949a-9101b17104e9",
-          "6e11a4e7-fbca-4ded-b9e9-e1a512bb664e", "c23ce4ff-44bd-4b00-b2d4-b41b3419e02a" },
-};
-
-typedef struct Partition {
-        bool found;
-        uint64_t offset, size; /* bytes */
-        char uuid[37];
-} Partition;
-
-typedef struct DiskLayout {
-        Partition data, verity, sig;
-        bool usr; /* data is a usr partition (else root) */
-} DiskLayout;
-
-static void partition_set(Partition *p, blkid_partition part) {
-        const char *uuid = blkid_partition_get_uuid(part);
-
-        p->found = true;
-        p->offset = (uint64_t) blkid_partition_get_start(part) * 512;
-        p->size = (uint64_t) blkid_partition_get_size(part) * 512;
-        snprintf(p->uuid, sizeof(p->uuid), "%s", uuid ?: "");
-}
-
-/* Finds the usr (preferred) or root partition of this architecture, with its verity and
- * verity signature partitions. */
-static int disk_layout(int fd, DiskLayout *ret, char **ret_reason) {
-        const DpsTypes *t = NULL;
-        DiskLayout usr = { .usr = true }, root = {};
-        blkid_partlist pl;
-        blkid_probe pr;
-        int n;
-
-        for (size_t i = 0; i < ELEMENTSOF(dps_table); i++)
-                if (streq(dps_table[i].arch, release_native_architecture()))
-                        t = &dps_table[i];
-        if (!t)
-                return asprintf(ret_reason, "disk images are not supported on %s", release_native_architecture()) < 0
-                               ? -ENOMEM
-                               : -EOPNOTSUPP;
-
-        pr = blkid_new_probe();
-        if (!pr)
-                return -ENOMEM;
-        if (blkid_probe_set_device(pr, fd, 0, 0) < 0 || blkid_probe_enable_partitions(pr, 1) < 0 ||
-            blkid_probe_set_partitions_flags(pr, BLKID_PARTS_ENTRY_DETAILS) < 0 || blkid_do_fullprobe(pr) < 0 ||
-            !(pl = blkid_probe_get_partitions(pr))) {
-                blkid_free_probe(pr);
-                return asprintf(ret_reason, "cannot read the partition table") < 0 ? -ENOMEM : -EBADMSG;
-        }
-        n = blkid_partlist_numof_partitions(pl);
-        for (int i = 0; i < n; i++) {
-                blkid_partition part = blkid_partlist_get_partition(pl, i);
-                const char *type = blkid_partition_get_type_string(part);
-
-                if (!type)
-                        continue;
-                if (strcasecmp(type, t->usr) == 0 && !usr.data.found)
-                        partition_set(&usr.data, part);
-                else if (strcasecmp(type, t->usr_verity) == 0 && !usr.verity.found)
-                        partition_set(&usr.verity, part);
-                else if (strcasecmp(type, t->usr_sig) == 0 && !usr.sig.found)
-                        partition_set(&usr.sig, part);
-                else if (strcasecmp(type, t->root) == 0 && !root.data.found)
-                        partition_set(&root.data, part);
-                else if (strcasecmp(type, t->root_verity) == 0 && !root.verity.found)
-                        partition_set(&root.verity, part);
-                else if (strcasecmp(type, t->root_sig) == 0 && !root.sig.found)
-                        partition_set(&root.sig, part);
-        }
-        blkid_free_probe(pr);
-
-        if (usr.data.found)
-                *ret = usr;
-        else if (root.data.found)
-                *ret = root;
-        else
-                return asprintf(ret_reason, "disk image has no usr or root partition for %s",
-                                release_native_architecture()) < 0
-                               ? -ENOMEM
-                               : -EBADMSG;
-        return 0;
-}
-
-/* Root hash, hash tree and signature of a disk image: signature partition first, then a
- * NAME.roothash sidecar, then the partition UUIDs. */
-static int disk_verity(int fd, const char *image_path, int dir_fd, const char *name, const DiskLayout *l,
-                       VeritySource *ret, char **ret_reason) {
-        _cleanup_verity_source_ VeritySource v = { .origin = "partitions" };
-        int r;
-
-        if (!l->verity.found) {
-                if (l->sig.found)
-                        return asprintf(ret_reason, "disk image has a verity signature partition but no verity partition") < 0
-                                       ? -ENOMEM
-                                       : -EBADMSG;
-                *ret = (VeritySource) {};
-                return 0;
-        }
-
-        if (l->sig.found) {
-                _cleanup_free_ char *json = NULL;
-                ssize_t k;
-
-                if (l->sig.size > 1024 * 1024)
-                        return asprintf(ret_reason, "verity signature partition is too large") < 0 ? -ENOMEM : -EBADMSG;
-                json = calloc(1, l->sig.size + 1);
-                if (!json)
-                        return -ENOMEM;
-                k = pread(fd, json, l->sig.size, (off_t) l->sig.offset);
-                if (k < 0)
-                        return asprintf(ret_reason, "cannot read the verity signature partition: %m") < 0 ? -ENOMEM : -EBADMSG;
-                r = verity_parse_signature_json(json, &v.roothash, &v.signature, &v.signature_size, ret_reason);
-                if (r < 0)
-                        return r;
-        } else {
-                _cleanup_free_ char *p = NULL, *text = NULL;
-
-                if (asprintf(&p, "%s.roothash", name) < 0)
-                        return -ENOMEM;
-                r = read_file_at(dir_fd, p, 4096, &text, NULL);
-                if (r >= 0) {
-                        r = verity_normalize_roothash(text, &v.roothash);
-                        if (r == -ENOMEM)
-                                return r;
-                        if (r < 0)
-                                return asprintf(ret_reason, "%s does not hold a hex root hash", p) < 0 ? -ENOMEM : -EBADMSG;
-                } else if (strlen(l->data.uuid) == 36 && strlen(l->verity.uuid) == 36) {
-                        /* The data partition's UUID is the first half of the root hash, the
-                         * verity partition's the second. */
-                        char hex[65], *o = hex;
-                        for (const char *c = l->data.uuid; *c; c++)
-                                if (*c != '-')
-                                        *o++ = tolower((unsigned char) *c);
-                        for (const char *c = l->verity.uuid; *c; c++)
-                                if (*c != '-')
-                                        *o++ = tolower((unsigned char) *c);
-                        *o = 0;
-                        v.roothash = strdup(hex);
-                        if (!v.roothash)
-                                return -ENOMEM;
-                } else
-                        return asprintf(ret_reason, "disk image has a verity partition but no root hash") < 0 ? -ENOMEM : -EBADMSG;
-        }
-        v.hash_path = strdup(image_path);
-        if (!v.hash_path)
-                return -ENOMEM;
-        v.hash_offset = l->verity.offset;
-        *ret = v;
-        v = (VeritySource) {};
-        return 0;
-}
-
-static uint32_t le32(const uint8_t *p) {
-        return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t) p[3] << 24;
-}
-
-static uint64_t le64(const uint8_t *p) {
-        return le32(p) | (uint64_t) le32(p + 4) << 32;
-}
-
-/* A truncated image may still mount (its superblock is intact) and fail only later, when a
- * reader hits the missing blocks.  Compare the size the file system says it has with the
- * size of the file, before anything is mounted. */
-static int check_size(int fd, uint64_t offset, ImageKind kind, uint64_t file_size, char **ret_message) {
-        uint8_t sb[2048];
-        uint64_t need = 0;
-        ssize_t n;
-
-        n = pread(fd, sb, sizeof(sb), (off_t) offset);
-        if (n < 0)
-                return negative_errno();
-        if (n < (ssize_t) sizeof(sb)) {
-                if (asprintf(ret_message, "image is truncated: only %zd bytes", n) < 0)
-                        return -ENOMEM;
-                return -EBADMSG;
-        }
-
-        switch (kind) {
-        case IMAGE_EROFS: /* superblock at 1024: blkszbits u8 @12, blocks le32 @36 */
-                if (sb[1024 + 12] < 9 || sb[1024 + 12] > 16)
-                        break;
-                need = (uint64_t) le32(sb + 1024 + 36) << sb[1024 + 12];
-                break;
-        case IMAGE_SQUASHFS: /* bytes_used le64 @40 */
-                need = le64(sb + 40);
-                break;
-        case IMAGE_EXT4: { /* superblock at 1024: blocks_count_lo @4, log_block_size @24,
-                            * feature_incompat @96 (0x80: 64bit), blocks_count_hi @0x150 */
-                uint32_t log = le32(sb + 1024 + 24);
-                uint64_t blocks = le32(sb + 1024 + 4);
-                if (log > 6)
-                        break;
-                if (le32(sb + 1024 + 96) & 0x80)
-                        blocks |= (uint64_t) le32(sb + 1024 + 0x150) << 32;
-                need = blocks << (10 + log);
-                break;
-        }
-        default:
-                break;
-        }
-
-        if (need > file_size) {
-                if (asprintf(ret_message, "image is truncated: its %s file system needs %" PRIu64 " bytes, the file has %" PRIu64,
-                             image_kind_to_string(kind), need, file_size) < 0)
-                        return -ENOMEM;
-                return -EBADMSG;
-        }
-        return 0;
-}
-
-static int open_beneath(int dir_fd, const char *path, int flags) {
-        return openat_resolve(dir_fd, path, flags, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        *ret = slash ? strndup(rel, slash - rel) : strdup(".");
+        return *ret ? 0 : -ENOMEM;
 }
 
 /* Opens a raw image: recognises it, finds its verity data, applies the policy, attaches it,
  * verifies it and mounts it (detached) into img->root_fd. */
 static int probe_raw(Image *img, const ProbeContext *ctx) {
-        _cleanup_close_ int fd = -EBADF, dir_fd = -EBADF;
-        _cleanup_free_ char *type = NULL, *msg = NULL, *dir = NULL, *why = NULL;
-        _cleanup_verity_source_ VeritySource v = {};
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *type = NULL, *msg = NULL, *dir = NULL, *dir_display = NULL, *why = NULL;
+        _cleanup_verity_source_ VeritySource v = { .hash_fd = -EBADF };
         __attribute__((cleanup(verity_device_done))) VerityDevice vd = { .fd = -EBADF };
         uint64_t offset = 0, size = 0;
+        ImageKind fs_kind;
         DiskLayout layout = {};
-        const char *slash;
+        struct stat st;
         int r;
 
-        fd = open(img->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return refuse(img, IMAGE_REFUSED, "cannot open image: %m");
-        if (fstat(fd, &img->st) < 0)
-                return refuse(img, IMAGE_REFUSED, "cannot stat image: %m");
-        slash = strrchr(img->path, '/');
-        dir = strndup(img->path, slash ? (size_t) (slash - img->path) : 0);
-        if (!dir)
-                return -ENOMEM;
-        dir_fd = open(isempty(dir) ? "/" : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dir_fd < 0)
-                return refuse(img, IMAGE_REFUSED, "cannot open %s: %m", dir);
+        r = open_regular_at(ctx->root_fd, img->rel, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, &fd, &st);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return refuse(img, IMAGE_REFUSED, "cannot open image: %s", READ_ERROR_STRING(r, st.st_mode, 0));
+        img->st = st;
+        r = dir_of(img->rel, &dir);
+        if (r < 0)
+                return r;
+        r = dir_of(img->path, &dir_display);
+        if (r < 0)
+                return r;
 
-        r = probe_type(fd, 0, 0, true, &type);
+        r = disk_probe_type(fd, 0, 0, true, &type);
         if (r == -ENOMEM)
                 return r;
         if (streq_ptr(type, "gpt")) {
                 img->kind = IMAGE_DDI;
-                r = disk_layout(fd, &layout, &why);
+                r = disk_layout(fd, (uint64_t) img->st.st_size, &layout, &why);
                 if (r == -ENOMEM)
                         return r;
                 if (r < 0)
@@ -544,60 +414,60 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
                 offset = layout.data.offset;
                 size = layout.data.size;
                 free(type);
-                r = probe_type(fd, offset, size, false, &type);
+                r = disk_probe_type(fd, offset, size, false, &type);
                 if (r == -ENOMEM)
                         return r;
-                if (kind_from_type(type) == IMAGE_UNKNOWN)
-                        return refuse(img, IMAGE_REFUSED, "the %s partition holds %s%s%s, not erofs, squashfs or ext4",
+                fs_kind = image_kind_from_fstype(type);
+                if (fs_kind == IMAGE_UNKNOWN)
+                        return refuse(img, IMAGE_REFUSED,
+                                      "the %s partition holds %s%s%s, not erofs, squashfs, ext4, btrfs or xfs",
                                       layout.usr ? "usr" : "root", type ? "'" : "no file system", strempty(type),
                                       type ? "'" : "");
-                r = disk_verity(fd, img->path, dir_fd, img->name, &layout, &v, &why);
+                r = disk_verity(fd, img->path, ctx->root_fd, dir, img->name, &layout, &v, &why);
         } else {
-                img->kind = kind_from_type(type);
+                fs_kind = img->kind = image_kind_from_fstype(type);
                 if (img->kind == IMAGE_UNKNOWN) {
                         if (type)
                                 return refuse(img, IMAGE_REFUSED,
-                                              "unsupported content '%s' (expected an erofs, squashfs or ext4 file system or a GPT disk image)",
+                                              "unsupported content '%s' (expected an erofs, squashfs, ext4, btrfs or xfs file system or a GPT disk image)",
                                               type);
                         return refuse(img, IMAGE_REFUSED,
-                                      "no file system recognised (expected erofs, squashfs or ext4; the image may be truncated or corrupt)");
+                                      "no file system recognised (expected erofs, squashfs, ext4, btrfs or xfs; the image may be truncated or corrupt)");
                 }
-                r = verity_find_sidecars(dir_fd, dir, img->name, &v, &why);
+                r = verity_find_sidecars(ctx->root_fd, dir, dir_display, img->name, &v, &why);
         }
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
                 return refuse(img, IMAGE_REFUSED, "%s", strna(why));
-        img->fstype = strdup(kind_from_type(type) == IMAGE_EXT4 ? "ext4" : type);
+        img->fstype = strdup(image_kind_fstype(fs_kind));
         if (!img->fstype)
                 return -ENOMEM;
 
         /* The policy, before anything is attached. */
         if (ctx->policy >= IMAGE_POLICY_VERITY && !v.roothash)
-                return refuse(img, IMAGE_REFUSED, "ImagePolicy=%s requires verity data, the image has none",
+                return refuse_by_policy(img, "ImagePolicy=%s requires verity data, the image has none",
                               image_policy_to_string(ctx->policy));
         if (v.signature) {
-                r = verity_check_signature(&v, ctx->cert_dir, &why);
+                r = verity_check_signature(&v, ctx->root_fd, ctx->cert_dir, ctx->cert_display, &why);
                 if (r < 0)
                         return r;
                 if (r == 0)
-                        return refuse(img, IMAGE_REFUSED, "signature check failed: %s", strna(why));
+                        return refuse_by_policy(img, "signature check failed: %s", strna(why));
                 img->signed_valid = true;
         } else if (ctx->policy == IMAGE_POLICY_SIGNED)
-                return refuse(img, IMAGE_REFUSED, "ImagePolicy=signed requires a root hash signature, the image has none (%s)",
+                return refuse_by_policy(img, "ImagePolicy=signed requires a root hash signature, the image has none (%s)",
                               v.roothash ? "verity without signature" : "no verity data");
 
-        r = check_size(fd, offset, kind_from_type(type), size ?: (uint64_t) img->st.st_size, &msg);
+        r = disk_check_size(fd, offset, fs_kind, size ?: (uint64_t) img->st.st_size, &msg);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return refuse(img, IMAGE_REFUSED, "%s", msg);
+                return refuse(img, IMAGE_REFUSED, "%s", msg ?: "cannot read the superblock");
 
         r = loopdev_attach(fd, offset, size, &img->loop);
-        if (r < 0) {
-                errno = -r;
-                return refuse(img, IMAGE_REFUSED, "cannot attach a loop device: %m");
-        }
+        if (r < 0)
+                return refuse(img, IMAGE_REFUSED, "cannot attach a loop device: %s", strerror(-r));
 
         if (v.roothash) {
                 img->verity = ctx->use_dm ? VERITY_DM : VERITY_USERSPACE;
@@ -614,11 +484,10 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
         else
                 r = loopdev_mount(img->loop, img->fstype, ctx->mount_attrs, &img->root_fd, &msg);
         if (r < 0) {
-                errno = -r;
                 if (r == -ESTALE || r == -EXDEV)
                         return refuse(img, IMAGE_REFUSED, "wrong media on /dev/loop%i: %s", img->loop->nr, strna(msg));
-                return refuse(img, IMAGE_REFUSED, "cannot mount %s file system: %m%s%s", img->fstype, msg ? ": " : "",
-                              msg ?: "");
+                return refuse(img, IMAGE_REFUSED, "cannot mount %s file system: %s%s%s", img->fstype, strerror(-r),
+                              msg ? ": " : "", msg ?: "");
         }
 
         /* A user-space check reads the image once; the mount reads the file again later.  A
@@ -638,57 +507,82 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
         return 0;
 }
 
+static int probe_directory(Image *img, const ProbeContext *ctx) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+
+        if (ctx->policy != IMAGE_POLICY_OPEN)
+                return refuse_by_policy(img, "directories are only allowed with ImagePolicy=open (policy is %s)",
+                              image_policy_to_string(ctx->policy));
+        fd = openat_resolve(ctx->root_fd, img->rel, O_PATH | O_DIRECTORY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (fd < 0)
+                return refuse(img, IMAGE_REFUSED, "cannot open directory: %s", strerror(-fd));
+        if (fstat(fd, &st) < 0)
+                return refuse(img, IMAGE_REFUSED, "cannot stat directory: %m");
+        img->st = st;
+        /* A detached bind of the directory, made here in the caller's namespace: the staging
+         * worker attaches it like an image mount (a mount of another namespace cannot be
+         * cloned from inside the worker's). */
+        img->root_fd = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+        if (img->root_fd < 0)
+                return refuse(img, IMAGE_REFUSED, "cannot open directory: %m");
+        return 0;
+}
+
+/* Whether 'path' below the image root is a directory, resolved without leaving the image and
+ * without following symlinks (a symlink there could lead the overlay out of the image). */
+static bool image_has_dir(int root_fd, const char *path) {
+        _cleanup_close_ int fd = openat_resolve(root_fd, path, O_PATH | O_DIRECTORY,
+                                                RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        return fd >= 0;
+}
+
+static bool image_has_entry(int root_fd, const char *path) {
+        _cleanup_close_ int fd = openat_resolve(root_fd, path, O_PATH | O_NOFOLLOW, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+        return fd >= 0;
+}
+
 int image_probe(Image *img, const ProbeContext *ctx) {
         _cleanup_free_ char *release_path = NULL, *text = NULL, *mismatch = NULL;
         _cleanup_release_ Release rel = {};
-        _cleanup_close_ int release_fd = -EBADF;
         const char *usr_prefix;
-        struct stat st;
+        mode_t mode = 0;
         int r;
 
+        if (img->verdict == IMAGE_REFUSED)
+                return 0; /* refused at discovery (name, type) */
         img->verdict = IMAGE_UNPROBED;
+        img->refused_by_policy = false;
 
-        if (img->kind == IMAGE_DIRECTORY) {
-                if (ctx->policy != IMAGE_POLICY_OPEN)
-                        return refuse(img, IMAGE_REFUSED, "directories are only allowed with ImagePolicy=open (policy is %s)",
-                                      image_policy_to_string(ctx->policy));
-                /* A detached bind of the directory, made here in the caller's namespace: the
-                 * staging worker attaches it like an image mount (a mount of another namespace
-                 * cannot be cloned from inside the worker's). */
-                img->root_fd = open_tree(AT_FDCWD, img->path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-                if (img->root_fd < 0)
-                        return refuse(img, IMAGE_REFUSED, "cannot open directory: %m");
-        } else {
+        if (img->kind == IMAGE_DIRECTORY)
+                r = probe_directory(img, ctx);
+        else
                 r = probe_raw(img, ctx);
-                if (r < 0 || img->verdict == IMAGE_REFUSED)
-                        return r;
-        }
+        if (r < 0 || img->verdict == IMAGE_REFUSED)
+                return r;
 
         /* A usr partition is mounted as the image's usr/. */
         usr_prefix = img->usr_partition ? "" : "usr/";
 
-        /* The release file must carry this image's own name (as systemd-sysext requires). */
+        /* The release file must carry this image's own name (as systemd-sysext requires).  It
+         * is resolved inside the image, never through a symlink out of it. */
         if (asprintf(&release_path, "%slib/extension-release.d/extension-release.%s", usr_prefix, img->name) < 0)
                 return -ENOMEM;
-        release_fd = open_beneath(img->root_fd, release_path, O_RDONLY);
-        if (release_fd == -ENOENT)
+        r = read_file_at(img->root_fd, release_path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, RELEASE_FILE_MAX, &text,
+                         NULL, &mode);
+        if (r == -ENOMEM)
+                return r;
+        if (r == -ENOENT)
                 return refuse(img, IMAGE_REFUSED, "no extension-release file: %s is missing", release_path);
-        if (release_fd < 0) {
-                errno = -release_fd;
-                return refuse(img, IMAGE_REFUSED, "cannot open %s: %m", release_path);
-        }
-        r = read_fd_full(release_fd, 64 * 1024, &text, NULL);
-        if (r < 0) {
-                errno = -r;
-                return refuse(img, IMAGE_REFUSED, "cannot read %s: %m", release_path);
-        }
+        if (r < 0)
+                return refuse(img, IMAGE_REFUSED, "%s %s", release_path, READ_ERROR_STRING(r, mode, RELEASE_FILE_MAX));
         r = release_parse(text, &rel);
-        if (r < 0) {
-                errno = -r;
-                return refuse(img, IMAGE_REFUSED, "cannot parse %s: %m", release_path);
-        }
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return refuse(img, IMAGE_REFUSED, "cannot parse %s: %s", release_path, strerror(-r));
 
-        if (fstatat(img->root_fd, img->usr_partition ? "lib/os-release" : "usr/lib/os-release", &st, AT_SYMLINK_NOFOLLOW) == 0)
+        if (image_has_entry(img->root_fd, img->usr_partition ? "lib/os-release" : "usr/lib/os-release"))
                 return refuse(img, IMAGE_REFUSED, "ships usr/lib/os-release, which an extension must not replace");
 
         r = release_match(ctx->host, &rel, &mismatch);
@@ -699,15 +593,79 @@ int image_probe(Image *img, const ProbeContext *ctx) {
 
         img->hierarchies = 0;
         for (size_t i = 0; ctx->hierarchies && ctx->hierarchies[i] && i < HIERARCHIES_MAX; i++) {
+                const char *h = ctx->hierarchies[i], *in_image = h;
+                _cleanup_free_ char *marker = NULL;
+
                 if (img->usr_partition) {
-                        if (streq(ctx->hierarchies[i], "usr"))
-                                img->hierarchies |= 1u << i;
-                        continue;
+                        if (!streq(h, "usr"))
+                                continue;
+                        in_image = ".";
                 }
-                if (fstatat(img->root_fd, ctx->hierarchies[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-                        img->hierarchies |= 1u << i;
+                if (!image_has_dir(img->root_fd, in_image))
+                        continue;
+                /* The marker path is sysextd's own (the top layer of every tree carries it). */
+                marker = path_join(in_image, OVERLAY_MARKER_DIR);
+                if (!marker)
+                        return -ENOMEM;
+                if (image_has_entry(img->root_fd, marker))
+                        return refuse(img, IMAGE_REFUSED, "ships %s/%s, which is reserved for sysextd's own marker", h,
+                                      OVERLAY_MARKER_DIR);
+                img->hierarchies |= 1u << i;
         }
 
         img->verdict = IMAGE_COMPATIBLE;
+        return 0;
+}
+
+static void fingerprint_path(int root_fd, const char *path, uint64_t *fp) {
+        _cleanup_close_ int fd = openat_resolve(root_fd, path, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        struct stat st;
+
+        stamp_add_string(fp, path);
+        if (fd >= 0 && fstat(fd, &st) >= 0)
+                stamp_add_stat(fp, &st);
+        else
+                stamp_add_u64(fp, 0);
+}
+
+int image_discovery_fingerprint(int root_fd, char *const *search_dirs, const char *trusted_dir, uint64_t *ret) {
+        uint64_t fp = STAMP_INIT;
+        char *const dirs[] = { (char *) trusted_dir, NULL };
+
+        /* What a listing depends on, without reading any content: every entry of the search
+         * directories and the trusted certificates, and the host's release files.  For a
+         * directory image, its own inode and its release file (not everything in it). */
+        fingerprint_path(root_fd, "usr/lib/os-release", &fp);
+        fingerprint_path(root_fd, "etc/os-release", &fp);
+        for (int pass = 0; pass < 2; pass++)
+                STRV_FOREACH(sd, pass == 0 ? search_dirs : dirs) {
+                        _cleanup_closedir_ DIR *d = NULL;
+                        struct dirent *de;
+                        int dfd;
+
+                        stamp_add_string(&fp, *sd);
+                        dfd = open_directory_at(root_fd, *sd, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+                        if (dfd < 0)
+                                continue;
+                        d = fdopendir(dfd);
+                        if (!d) {
+                                safe_close(dfd);
+                                continue;
+                        }
+                        while ((de = readdir(d))) {
+                                _cleanup_free_ char *p = NULL, *rel = NULL;
+
+                                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                                        continue;
+                                p = path_join(*sd, de->d_name);
+                                if (!p)
+                                        return -ENOMEM;
+                                fingerprint_path(root_fd, p, &fp);
+                                if (pass == 0 && asprintf(&rel, "%s/usr/lib/extension-release.d/extension-release.%s", p,
+                                                          de->d_name) >= 0)
+                                        fingerprint_path(root_fd, rel, &fp);
+                        }
+                }
+        *ret = fp == 0 ? 1 : fp;
         return 0;
 }

@@ -16,7 +16,9 @@ typedef enum ImageKind {
         IMAGE_DIRECTORY,
         IMAGE_EROFS,
         IMAGE_SQUASHFS,
-        IMAGE_EXT4,
+        IMAGE_EXT4,     /* also ext2 and ext3 */
+        IMAGE_BTRFS,
+        IMAGE_XFS,
         IMAGE_DDI,     /* GPT disk image per the Discoverable Partitions Specification */
         IMAGE_UNKNOWN,
         _IMAGE_KIND_MAX,
@@ -27,20 +29,28 @@ typedef enum ImageVerdict {
         IMAGE_COMPATIBLE,   /* may be merged */
         IMAGE_INCOMPATIBLE, /* built for another OS, version or architecture: skipped quietly */
         IMAGE_REFUSED,      /* broken, unreadable or not allowed: skipped with a warning */
+        _IMAGE_VERDICT_MAX,
 } ImageVerdict;
 
 /* Hierarchies an image can extend; bit i stands for hierarchy i of the context's list. */
 #define HIERARCHIES_MAX 8
 
+/* Longest image name, as for a file name. */
+#define IMAGE_NAME_MAX 255
+
 typedef struct Image {
         char *name;     /* "foo" for foo.raw or the directory foo */
-        char *path;     /* absolute path as seen by this process (including --root) */
+        char *path;     /* as shown to people: ROOT/var/lib/extensions/foo.raw */
+        char *rel;      /* below the root, where it is opened from: var/lib/extensions/foo.raw */
         ImageKind kind;
         struct stat st; /* identity: st_dev, st_ino, size and mtime */
-        uint64_t stamp; /* directories: a hash over every entry's inode, size and ctime */
+        uint64_t stamp; /* directories: a hash over every entry's inode, size and times;
+                         * raw images: over their sidecars */
 
         ImageVerdict verdict;
-        char *reason; /* why not compatible, for people */
+        char *reason;           /* why not compatible, for people */
+        bool refused_by_policy; /* refused by ImagePolicy= or the trusted certificates, not
+                                 * because it is broken: a refresh takes it out of the tree */
 
         int root_fd;        /* directory fd, or fd of the root of the detached image mount */
         LoopDevice *loop;   /* for raw images */
@@ -64,12 +74,14 @@ const char *image_policy_to_string(ImagePolicy p);
 int image_policy_from_string(const char *s);
 
 typedef struct ProbeContext {
+        int root_fd;                /* the root everything is resolved in */
         const Release *host;
         char *const *hierarchies;
         unsigned mount_attrs;
         ImagePolicy policy;
-        const char *cert_dir; /* absolute path of the trusted certificates */
-        bool use_dm;          /* device-mapper is there: dm-verity, else user space */
+        const char *cert_dir;       /* trusted certificates, below the root */
+        const char *cert_display;   /* the same for messages */
+        bool use_dm;                /* device-mapper is there: dm-verity, else user space */
 } ProbeContext;
 
 typedef struct ImageList {
@@ -78,14 +90,23 @@ typedef struct ImageList {
 } ImageList;
 
 const char *image_kind_to_string(ImageKind k);
+int image_kind_from_string(const char *s);
 const char *image_verdict_to_string(ImageVerdict v);
+int image_verdict_from_string(const char *s);
 
+void image_done(Image *img);
 void image_list_free(ImageList *l);
 #define _cleanup_image_list_ _cleanup_(image_list_free)
 
-/* Lists images in the search directories under root_fd (relative paths such as
- * "etc/extensions"); the first directory that has a name wins. root_prefix is prepended to
- * paths for display and for the kernel. Nothing is opened beyond stat(). */
+/* Why a name cannot be an image's (NULL when it can): valid UTF-8, no control characters, no
+ * leading dot, at most IMAGE_NAME_MAX bytes, as systemd-sysext requires. */
+const char *image_name_invalid_reason(const char *name);
+
+/* Lists images in the search directories below root_fd (relative paths such as
+ * "etc/extensions", each resolved inside the root); the first directory that has a name
+ * wins.  root_prefix is prepended to paths for display.  Entries that cannot be images
+ * (a FIFO, a device or a socket named NAME.raw, an invalid name) are listed as refused, with
+ * the reason.  Nothing is opened for reading. */
 int image_discover(int root_fd, const char *root_prefix, char *const *search_dirs, ImageList *ret);
 
 /* Opens the image, checks verity and the policy, attaches and mounts a raw one (detached),
@@ -93,6 +114,15 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
  * failures become IMAGE_REFUSED with a reason; only a failure to run at all is returned. */
 int image_probe(Image *img, const ProbeContext *ctx);
 
-/* A hash over the identity (inode, size, ctime) of every entry below a directory: any edit
- * inside the tree changes it, so a refresh notices edited directory images. */
-int image_directory_stamp(const char *path, uint64_t *ret);
+/* Releases what a probe holds (mount fd, loop device), keeping the verdict. */
+void image_release(Image *img);
+
+/* A hash over the identity (inode, size, times) and name of every entry below a directory:
+ * any edit inside the tree changes it, so a refresh notices edited directory images.
+ * Symlinks are not followed. */
+int image_directory_stamp(int dir_fd, uint64_t *ret);
+
+/* A hash over what a listing of the images depends on, read without opening any content:
+ * the search directories' entries, the trusted certificates and the host's release files.
+ * Never 0. */
+int image_discovery_fingerprint(int root_fd, char *const *search_dirs, const char *trusted_dir, uint64_t *ret);

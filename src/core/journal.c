@@ -1,34 +1,32 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <fcntl.h>
-#include <json-c/json.h>
+#include <linux/openat2.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fileio.h"
+#include "image-json.h"
 #include "journal.h"
+#include "json-util.h"
 #include "util.h"
 
-static void json_putp(json_object **o) {
-        json_object_put(*o);
-}
-#define _cleanup_json_ _cleanup_(json_putp)
+#define JOURNAL_FILE_MAX (64 * 1024 * 1024)
+#define HIERARCHY_MAX_LEN 4096
 
-void journal_images_clear(Journal *j) {
-        for (size_t i = 0; i < j->n_images; i++) {
-                JournalImage *m = &j->images[i];
-                free(m->name), free(m->path), free(m->kind), free(m->verdict), free(m->reason), free(m->verity);
-        }
-        free(j->images);
-        j->images = NULL;
-        j->n_images = 0;
+static void hierarchy_done(JournalHierarchy *h) {
+        free(h->hierarchy);
+        free(h->tree);
+}
+
+static void transition_done(JournalTransition *t) {
+        free(t->hierarchy);
+        free(t->old_tree);
+        free(t->new_tree);
 }
 
 void journal_pending_clear(Journal *j) {
-        for (size_t i = 0; i < j->n_transitions; i++) {
-                free(j->transitions[i].hierarchy);
-                free(j->transitions[i].old_id);
-                free(j->transitions[i].new_id);
-                strv_free(j->transitions[i].old_extensions);
-        }
+        for (size_t i = 0; i < j->n_transitions; i++)
+                transition_done(&j->transitions[i]);
         free(j->transitions);
         j->transitions = NULL;
         j->n_transitions = 0;
@@ -37,14 +35,12 @@ void journal_pending_clear(Journal *j) {
 }
 
 void journal_done(Journal *j) {
-        for (size_t i = 0; i < j->n_hierarchies; i++) {
-                free(j->hierarchies[i].hierarchy);
-                free(j->hierarchies[i].id);
-                strv_free(j->hierarchies[i].extensions);
-        }
+        for (size_t i = 0; i < j->n_hierarchies; i++)
+                hierarchy_done(&j->hierarchies[i]);
         free(j->hierarchies);
-        journal_images_clear(j);
+        image_list_free(&j->images);
         journal_pending_clear(j);
+        tree_list_done(&j->trees);
         *j = (Journal) {};
 }
 
@@ -55,154 +51,184 @@ JournalHierarchy *journal_find_hierarchy(Journal *j, const char *hierarchy) {
         return NULL;
 }
 
-int journal_get_hierarchy(Journal *j, const char *hierarchy, JournalHierarchy **ret) {
+int journal_set_tree(Journal *j, const char *hierarchy, const char *tree) {
         JournalHierarchy *h = journal_find_hierarchy(j, hierarchy), *n;
+        char *copy = NULL;
 
-        if (h) {
-                *ret = h;
-                return 0;
+        if (tree) {
+                copy = strdup(tree);
+                if (!copy)
+                        return -ENOMEM;
         }
-        n = realloc(j->hierarchies, sizeof(JournalHierarchy) * (j->n_hierarchies + 1));
+        if (!h) {
+                n = realloc(j->hierarchies, sizeof(JournalHierarchy) * (j->n_hierarchies + 1));
+                if (!n) {
+                        free(copy);
+                        return -ENOMEM;
+                }
+                j->hierarchies = n;
+                h = &n[j->n_hierarchies];
+                *h = (JournalHierarchy) { .hierarchy = strdup(hierarchy) };
+                if (!h->hierarchy) {
+                        free(copy);
+                        return -ENOMEM;
+                }
+                j->n_hierarchies++;
+        }
+        free(h->tree);
+        h->tree = copy;
+        return 0;
+}
+
+Tree *journal_current_tree(Journal *j, const char *hierarchy) {
+        JournalHierarchy *h = journal_find_hierarchy(j, hierarchy);
+        return h ? tree_list_find(&j->trees, h->tree) : NULL;
+}
+
+int journal_add_transition(Journal *j, const char *hierarchy, const char *old_tree, const char *new_tree) {
+        JournalTransition *n = realloc(j->transitions, sizeof(JournalTransition) * (j->n_transitions + 1)), *t;
+
         if (!n)
                 return -ENOMEM;
-        j->hierarchies = n;
-        h = &n[j->n_hierarchies];
-        *h = (JournalHierarchy) { .hierarchy = strdup(hierarchy) };
-        if (!h->hierarchy)
+        j->transitions = n;
+        t = &n[j->n_transitions];
+        *t = (JournalTransition) {
+                .hierarchy = strdup(hierarchy),
+                .old_tree = old_tree ? strdup(old_tree) : NULL,
+                .new_tree = new_tree ? strdup(new_tree) : NULL,
+        };
+        if (!t->hierarchy || (old_tree && !t->old_tree) || (new_tree && !t->new_tree)) {
+                transition_done(t);
                 return -ENOMEM;
-        j->n_hierarchies++;
-        *ret = h;
-        return 0;
-}
-
-static char *dup_string(json_object *o, const char *key) {
-        json_object *v;
-        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-                return NULL;
-        return strdup(json_object_get_string(v));
-}
-
-static uint64_t get_u64(json_object *o, const char *key) {
-        json_object *v;
-        if (!json_object_object_get_ex(o, key, &v))
-                return 0;
-        return (uint64_t) json_object_get_uint64(v);
-}
-
-static bool get_bool(json_object *o, const char *key) {
-        json_object *v;
-        return json_object_object_get_ex(o, key, &v) && json_object_get_boolean(v);
-}
-
-static int get_strv(json_object *o, const char *key, char ***ret) {
-        _cleanup_strv_free_ char **l = NULL;
-        json_object *x;
-
-        *ret = NULL;
-        if (!json_object_object_get_ex(o, key, &x) || !json_object_is_type(x, json_type_array))
-                return 0;
-        l = calloc(1, sizeof(char *));
-        if (!l)
-                return -ENOMEM;
-        for (size_t k = 0; k < json_object_array_length(x); k++) {
-                int r = strv_extend(&l, json_object_get_string(json_object_array_get_idx(x, k)));
-                if (r < 0)
-                        return r;
         }
-        *ret = TAKE_PTR(l);
+        j->n_transitions++;
         return 0;
 }
 
-static json_object *strv_to_json(char *const *l) {
-        json_object *a;
+void journal_drop_transition(Journal *j, size_t i) {
+        if (i >= j->n_transitions)
+                return;
+        transition_done(&j->transitions[i]);
+        memmove(&j->transitions[i], &j->transitions[i + 1], sizeof(JournalTransition) * (j->n_transitions - i - 1));
+        j->n_transitions--;
+        if (j->n_transitions == 0)
+                journal_pending_clear(j);
+}
 
-        if (!l)
-                return NULL;
-        a = json_object_new_array();
-        STRV_FOREACH(n, l)
-                json_object_array_add(a, json_object_new_string(*n));
-        return a;
+void journal_drop_transition_of(Journal *j, const char *hierarchy) {
+        for (size_t i = 0; i < j->n_transitions; i++)
+                if (streq(j->transitions[i].hierarchy, hierarchy)) {
+                        journal_drop_transition(j, i);
+                        return;
+                }
+}
+
+void journal_drop_hierarchy(Journal *j, const char *hierarchy) {
+        for (size_t i = 0; i < j->n_hierarchies; i++)
+                if (streq(j->hierarchies[i].hierarchy, hierarchy)) {
+                        hierarchy_done(&j->hierarchies[i]);
+                        memmove(&j->hierarchies[i], &j->hierarchies[i + 1],
+                                sizeof(JournalHierarchy) * (j->n_hierarchies - i - 1));
+                        j->n_hierarchies--;
+                        break;
+                }
+        for (size_t i = 0; i < j->n_transitions;)
+                if (streq(j->transitions[i].hierarchy, hierarchy))
+                        journal_drop_transition(j, i);
+                else
+                        i++;
+}
+
+static bool tree_ref_valid(const char *s) {
+        if (!s)
+                return true;
+        if (strlen(s) != TREE_ID_LEN)
+                return false;
+        for (const char *c = s; *c; c++)
+                if (!strchr("0123456789abcdef", *c))
+                        return false;
+        return true;
+}
+
+static bool hierarchy_name_valid(const char *s) {
+        /* Relative, no empty, "." or ".." components. */
+        if (isempty(s) || s[0] == '/' || endswith(s, "/"))
+                return false;
+        for (const char *c = s; *c;) {
+                size_t n = strcspn(c, "/");
+                if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+                        return false;
+                c += n;
+                if (*c == '/')
+                        c++;
+        }
+        return utf8_is_valid(s) && !string_has_control(s);
 }
 
 int journal_from_json(const char *text, Journal *ret) {
         _cleanup_json_ json_object *root = NULL;
         _cleanup_journal_ Journal j = {};
         json_object *a, *p;
+        uint64_t version;
         int r;
 
-        root = json_tokener_parse(text);
-        if (!root || !json_object_is_type(root, json_type_object))
+        root = json_parse_object(text);
+        if (!root)
+                return -EBADMSG;
+        if (json_get_u64(root, "version", &version) < 0 || version != JOURNAL_VERSION)
+                return -EBADMSG;
+        if (json_get_u64(root, "generation", &j.generation) < 0 ||
+            json_get_u64(root, "config_stamp", &j.config_stamp) < 0 ||
+            json_get_u64(root, "mount_namespace", &j.mount_ns) < 0 || json_get_bool(root, "incomplete", &j.incomplete) < 0)
                 return -EBADMSG;
 
-        j.generation = get_u64(root, "generation");
-        j.config_stamp = get_u64(root, "config_stamp");
+        a = json_get_array(root, "hierarchies");
+        if (!a)
+                return -EBADMSG;
+        for (size_t i = 0; i < json_object_array_length(a); i++) {
+                json_object *e = json_object_array_get_idx(a, i);
+                _cleanup_free_ char *name = NULL, *tree = NULL;
 
-        if (json_object_object_get_ex(root, "hierarchies", &a) && json_object_is_type(a, json_type_array))
-                for (size_t i = 0; i < json_object_array_length(a); i++) {
-                        json_object *e = json_object_array_get_idx(a, i);
-                        _cleanup_free_ char *name = dup_string(e, "hierarchy");
-                        JournalHierarchy *h;
-
-                        if (!name)
-                                return -EBADMSG;
-                        r = journal_get_hierarchy(&j, name, &h);
-                        if (r < 0)
-                                return r;
-                        h->merged = get_bool(e, "merged");
-                        h->id = dup_string(e, "id");
-                        h->since = get_u64(e, "since");
-                        r = get_strv(e, "extensions", &h->extensions);
-                        if (r < 0)
-                                return r;
-                }
-
-        if (json_object_object_get_ex(root, "images", &a) && json_object_is_type(a, json_type_array)) {
-                size_t n = json_object_array_length(a);
-                j.images = calloc(n ?: 1, sizeof(JournalImage));
-                if (!j.images)
-                        return -ENOMEM;
-                for (size_t i = 0; i < n; i++) {
-                        json_object *e = json_object_array_get_idx(a, i);
-                        JournalImage *m = &j.images[j.n_images++];
-                        m->name = dup_string(e, "name");
-                        m->path = dup_string(e, "path");
-                        m->kind = dup_string(e, "kind");
-                        m->verdict = dup_string(e, "verdict");
-                        m->reason = dup_string(e, "reason");
-                        m->verity = dup_string(e, "verity");
-                        m->signed_valid = get_bool(e, "signed");
-                        m->dev = get_u64(e, "dev");
-                        m->ino = get_u64(e, "ino");
-                        m->size = get_u64(e, "size");
-                        m->mtime_nsec = get_u64(e, "mtime_nsec");
-                        m->stamp = get_u64(e, "stamp");
-                        if (!m->name || !m->path)
-                                return -EBADMSG;
-                }
+                if (json_get_string(e, "hierarchy", HIERARCHY_MAX_LEN, &name) < 0 || !hierarchy_name_valid(name) ||
+                    json_get_string_or_null(e, "tree", TREE_ID_LEN, &tree) < 0 || !tree_ref_valid(tree) ||
+                    journal_find_hierarchy(&j, name))
+                        return -EBADMSG;
+                r = journal_set_tree(&j, name, tree);
+                if (r < 0)
+                        return r;
         }
 
-        if (json_object_object_get_ex(root, "pending", &p) && json_object_is_type(p, json_type_object)) {
+        a = json_get_array(root, "images");
+        if (!a)
+                return -EBADMSG;
+        r = image_list_from_json(a, IMAGE_JSON_JOURNAL, &j.images);
+        if (r < 0)
+                return r;
+
+        if (json_object_object_get_ex(root, "pending", &p) && p) {
+                if (!json_object_is_type(p, json_type_object))
+                        return -EBADMSG;
                 j.pending = true;
-                j.pending_generation = get_u64(p, "generation");
-                if (json_object_object_get_ex(p, "transitions", &a) && json_object_is_type(a, json_type_array)) {
-                        size_t n = json_object_array_length(a);
-                        j.transitions = calloc(n ?: 1, sizeof(JournalTransition));
-                        if (!j.transitions)
-                                return -ENOMEM;
-                        for (size_t i = 0; i < n; i++) {
-                                json_object *e = json_object_array_get_idx(a, i);
-                                JournalTransition *t = &j.transitions[j.n_transitions++];
-                                t->hierarchy = dup_string(e, "hierarchy");
-                                t->old_id = dup_string(e, "old_id");
-                                t->new_id = dup_string(e, "new_id");
-                                t->old_since = get_u64(e, "old_since");
-                                r = get_strv(e, "old_extensions", &t->old_extensions);
-                                if (r < 0)
-                                        return r;
-                                if (!t->hierarchy)
-                                        return -EBADMSG;
-                        }
+                if (json_get_u64(p, "generation", &j.pending_generation) < 0)
+                        return -EBADMSG;
+                a = json_get_array(p, "transitions");
+                if (!a)
+                        return -EBADMSG;
+                for (size_t i = 0; i < json_object_array_length(a); i++) {
+                        json_object *e = json_object_array_get_idx(a, i);
+                        _cleanup_free_ char *name = NULL, *old_tree = NULL, *new_tree = NULL;
+
+                        if (json_get_string(e, "hierarchy", HIERARCHY_MAX_LEN, &name) < 0 || !hierarchy_name_valid(name) ||
+                            json_get_string_or_null(e, "old_tree", TREE_ID_LEN, &old_tree) < 0 ||
+                            !tree_ref_valid(old_tree) || json_get_string_or_null(e, "new_tree", TREE_ID_LEN, &new_tree) < 0 ||
+                            !tree_ref_valid(new_tree))
+                                return -EBADMSG;
+                        r = journal_add_transition(&j, name, old_tree, new_tree);
+                        if (r < 0)
+                                return r;
                 }
+                if (j.n_transitions == 0)
+                        j.pending = false;
         }
 
         *ret = j;
@@ -210,116 +236,97 @@ int journal_from_json(const char *text, Journal *ret) {
         return 0;
 }
 
-static json_object *string_or_null(const char *s) {
-        return s ? json_object_new_string(s) : NULL;
-}
-
 int journal_to_json(const Journal *j, char **ret) {
         _cleanup_json_ json_object *root = json_object_new_object();
         json_object *a;
-        char *s;
+        const char *s;
 
         if (!root)
                 return -ENOMEM;
+        json_object_object_add(root, "version", json_object_new_uint64(JOURNAL_VERSION));
         json_object_object_add(root, "generation", json_object_new_uint64(j->generation));
         json_object_object_add(root, "config_stamp", json_object_new_uint64(j->config_stamp));
+        json_object_object_add(root, "mount_namespace", json_object_new_uint64(j->mount_ns));
+        json_object_object_add(root, "incomplete", json_object_new_boolean(j->incomplete));
 
         a = json_object_new_array();
         json_object_object_add(root, "hierarchies", a);
         for (size_t i = 0; i < j->n_hierarchies; i++) {
-                const JournalHierarchy *h = &j->hierarchies[i];
                 json_object *e = json_object_new_object();
-
-                json_object_object_add(e, "hierarchy", json_object_new_string(h->hierarchy));
-                json_object_object_add(e, "merged", json_object_new_boolean(h->merged));
-                json_object_object_add(e, "id", string_or_null(h->id));
-                json_object_object_add(e, "since", json_object_new_uint64(h->since));
-                json_object_object_add(e, "extensions", strv_to_json(h->extensions));
+                json_object_object_add(e, "hierarchy", json_object_new_string(j->hierarchies[i].hierarchy));
+                json_object_object_add(e, "tree", json_new_string_or_null(j->hierarchies[i].tree));
                 json_object_array_add(a, e);
         }
-
-        a = json_object_new_array();
-        json_object_object_add(root, "images", a);
-        for (size_t i = 0; i < j->n_images; i++) {
-                const JournalImage *m = &j->images[i];
-                json_object *e = json_object_new_object();
-
-                json_object_object_add(e, "name", string_or_null(m->name));
-                json_object_object_add(e, "path", string_or_null(m->path));
-                json_object_object_add(e, "kind", string_or_null(m->kind));
-                json_object_object_add(e, "verdict", string_or_null(m->verdict));
-                json_object_object_add(e, "reason", string_or_null(m->reason));
-                json_object_object_add(e, "verity", string_or_null(m->verity));
-                json_object_object_add(e, "signed", json_object_new_boolean(m->signed_valid));
-                json_object_object_add(e, "dev", json_object_new_uint64(m->dev));
-                json_object_object_add(e, "ino", json_object_new_uint64(m->ino));
-                json_object_object_add(e, "size", json_object_new_uint64(m->size));
-                json_object_object_add(e, "mtime_nsec", json_object_new_uint64(m->mtime_nsec));
-                json_object_object_add(e, "stamp", json_object_new_uint64(m->stamp));
-                json_object_array_add(a, e);
-        }
+        json_object_object_add(root, "images", image_list_to_json(&j->images, IMAGE_JSON_JOURNAL));
 
         if (j->pending) {
                 json_object *p = json_object_new_object();
+
                 json_object_object_add(p, "generation", json_object_new_uint64(j->pending_generation));
                 a = json_object_new_array();
                 for (size_t i = 0; i < j->n_transitions; i++) {
                         json_object *e = json_object_new_object();
                         json_object_object_add(e, "hierarchy", json_object_new_string(j->transitions[i].hierarchy));
-                        json_object_object_add(e, "old_id", string_or_null(j->transitions[i].old_id));
-                        json_object_object_add(e, "new_id", string_or_null(j->transitions[i].new_id));
-                        json_object_object_add(e, "old_extensions", strv_to_json(j->transitions[i].old_extensions));
-                        json_object_object_add(e, "old_since", json_object_new_uint64(j->transitions[i].old_since));
+                        json_object_object_add(e, "old_tree", json_new_string_or_null(j->transitions[i].old_tree));
+                        json_object_object_add(e, "new_tree", json_new_string_or_null(j->transitions[i].new_tree));
                         json_object_array_add(a, e);
                 }
                 json_object_object_add(p, "transitions", a);
                 json_object_object_add(root, "pending", p);
         }
 
-        s = strdup(json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
-        if (!s)
-                return -ENOMEM;
-        *ret = s;
+        s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+        *ret = s ? strdup(s) : NULL;
+        return *ret ? 0 : -ENOMEM;
+}
+
+int journal_dir_open(int root_fd, bool create, int *ret_fd) {
+        int fd;
+
+        if (create)
+                fd = mkdir_p_in_root(root_fd, JOURNAL_DIR, 0755);
+        else
+                fd = open_directory_at(root_fd, JOURNAL_DIR, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (fd < 0)
+                return fd;
+        *ret_fd = fd;
         return 0;
 }
 
-int journal_load(int root_fd, Journal *ret) {
+int journal_load(int dir_fd, Journal *ret, unsigned *ret_n_corrupt_trees) {
+        _cleanup_journal_ Journal j = {};
         _cleanup_free_ char *text = NULL;
-        int r;
+        mode_t mode = 0;
+        int r, moved = 0;
 
-        r = read_file_at(root_fd, JOURNAL_FILE, 16 * 1024 * 1024, &text, NULL);
-        if (r == -ENOENT) {
-                *ret = (Journal) {};
-                return 0;
+        r = read_file_at(dir_fd, JOURNAL_STATE, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, JOURNAL_FILE_MAX, &text, NULL, &mode);
+        if (r >= 0) {
+                r = journal_from_json(text, &j);
+                if (r == -ENOMEM)
+                        return r;
         }
+        if (r < 0 && r != -ENOENT) {
+                /* A journal that cannot be used must not lock everyone out: keep it for
+                 * inspection and start afresh.  The tree records still prove what is ours. */
+                if (renameat(dir_fd, JOURNAL_STATE, dir_fd, JOURNAL_STATE ".corrupt") < 0)
+                        return negative_errno();
+                journal_done(&j);
+                moved = 1;
+        }
+        r = tree_list_load(dir_fd, &j.trees, ret_n_corrupt_trees);
         if (r < 0)
                 return r;
-        r = journal_from_json(text, ret);
-        if (r == -EBADMSG) {
-                /* A journal that cannot be read must not lock everyone out: keep it for
-                 * inspection and start afresh.  The mount table still tells what is ours
-                 * (markers), so nothing is lost but the history. */
-                if (renameat(root_fd, JOURNAL_FILE, root_fd, JOURNAL_FILE ".corrupt") < 0)
-                        return negative_errno();
-                *ret = (Journal) {};
-                return 1;
-        }
-        return r;
+        *ret = j;
+        j = (Journal) {};
+        return moved;
 }
 
-int journal_save(int root_fd, const Journal *j) {
+int journal_save(int dir_fd, const Journal *j) {
         _cleanup_free_ char *text = NULL;
-        _cleanup_close_ int dfd = -EBADF;
         int r;
 
-        r = mkdir_p_at(root_fd, JOURNAL_DIR, 0755);
-        if (r < 0)
-                return r;
         r = journal_to_json(j, &text);
         if (r < 0)
                 return r;
-        dfd = openat(root_fd, JOURNAL_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-                return negative_errno();
-        return write_file_atomic_at(dfd, "state.json", text, 0644);
+        return write_file_atomic_at(dir_fd, JOURNAL_STATE, text, 0644);
 }

@@ -2,55 +2,57 @@
 #pragma once
 
 #include <stdbool.h>
-#include <stdint.h>
 #include <stddef.h>
+#include <stdint.h>
 
-/* The generation journal, run/sysextd/state.json under the root.
+#include "image.h"
+#include "tree.h"
+
+/* The generation journal: run/sysextd/ under the root.
  *
- * It records what the last completed transition left live (per hierarchy: our overlay's id,
- * the extensions in it, since when), the images that were considered and their verdicts,
- * and, while a transition runs, a pending record written *before* the swap.  On the next
- * command or daemon start a pending record is resolved from what the mount table shows:
- * finished forward when the new tree is live, discarded when it is not. */
+ *   state.json      what the last completed transition left live: the generation, per
+ *                   hierarchy the tree that is (or should be) its top, the images that were
+ *                   considered with their verdicts, the mount namespace all of it refers to,
+ *                   and, while a transition runs, the pending record written before the swap;
+ *   trees/ID.json   one record per tree sysextd attached and has not detached (tree.h): the
+ *                   identity that proves a mount is ours.
+ *
+ * Everything read back is validated (types, ranges, lengths); a state.json that fails is
+ * moved to state.json.corrupt with a warning and a new one started, so no content can crash
+ * sysextd or lock everyone out.  The tree records survive that, and with them the proof of
+ * what is ours. */
 
 typedef struct JournalHierarchy {
-        char *hierarchy;   /* "usr" */
-        bool merged;
-        char *id;          /* marker id of our overlay at the top, NULL when none */
-        char **extensions; /* names, bottom to top */
-        uint64_t since;    /* CLOCK_REALTIME usec of the transition that made it so */
+        char *hierarchy; /* "usr" */
+        char *tree;      /* id of the tree that should be the top, NULL: nothing of ours */
 } JournalHierarchy;
-
-typedef struct JournalImage {
-        char *name, *path, *kind, *verdict, *reason, *verity;
-        bool signed_valid;
-        uint64_t dev, ino, size, mtime_nsec, stamp;
-} JournalImage;
 
 typedef struct JournalTransition {
         char *hierarchy;
-        char *old_id; /* NULL: nothing of ours was live */
-        char *new_id; /* NULL: the transition removes our overlay */
-        char **old_extensions; /* what was merged before, restored if the swap never happened */
-        uint64_t old_since;
+        char *old_tree; /* NULL: nothing of ours was live */
+        char *new_tree; /* NULL: the transition removes our tree */
 } JournalTransition;
 
 typedef struct Journal {
         uint64_t generation;
         uint64_t config_stamp; /* policy and trusted certificates the images were judged by */
+        uint64_t mount_ns;     /* inode of the mount namespace the trees live in; 0: none yet */
+        bool incomplete;       /* an interrupted transition was finished for some hierarchies only */
         JournalHierarchy *hierarchies;
         size_t n_hierarchies;
-        JournalImage *images;
-        size_t n_images;
+        ImageList images;
 
         bool pending;
         uint64_t pending_generation;
         JournalTransition *transitions;
         size_t n_transitions;
+
+        TreeList trees; /* from trees/ */
 } Journal;
 
 #define JOURNAL_DIR "run/sysextd"
-#define JOURNAL_FILE "run/sysextd/state.json"
+#define JOURNAL_STATE "state.json"
+#define JOURNAL_VERSION 2
 
 void journal_done(Journal *j);
 #define _cleanup_journal_ _cleanup_(journal_done)
@@ -58,13 +60,24 @@ void journal_done(Journal *j);
 int journal_from_json(const char *text, Journal *ret);
 int journal_to_json(const Journal *j, char **ret);
 
-/* Load from / save to the root (missing file: empty journal). Saving is atomic (rename).
- * An unreadable journal is moved to state.json.corrupt and an empty one returned, with 1. */
-int journal_load(int root_fd, Journal *ret);
-int journal_save(int root_fd, const Journal *j);
+/* Opens (creating it if asked) run/sysextd below the root, resolved inside the root. */
+int journal_dir_open(int root_fd, bool create, int *ret_fd);
+
+/* Loads state.json and the tree records from the journal directory fd (missing: empty).
+ * Returns 1 when state.json failed validation and was moved aside, 0 otherwise;
+ * *ret_n_corrupt_trees counts tree records that were moved aside. */
+int journal_load(int dir_fd, Journal *ret, unsigned *ret_n_corrupt_trees);
+/* Saves state.json atomically (tree records are saved one by one with tree_save()). */
+int journal_save(int dir_fd, const Journal *j);
 
 JournalHierarchy *journal_find_hierarchy(Journal *j, const char *hierarchy);
-/* Adds an entry if missing. */
-int journal_get_hierarchy(Journal *j, const char *hierarchy, JournalHierarchy **ret);
-void journal_images_clear(Journal *j);
+/* Sets the tree of a hierarchy (adding the entry when missing); tree may be NULL. */
+int journal_set_tree(Journal *j, const char *hierarchy, const char *tree);
+/* The tree recorded as live for a hierarchy, if its record exists. */
+Tree *journal_current_tree(Journal *j, const char *hierarchy);
+
 void journal_pending_clear(Journal *j);
+int journal_add_transition(Journal *j, const char *hierarchy, const char *old_tree, const char *new_tree);
+void journal_drop_transition(Journal *j, size_t i);
+void journal_drop_transition_of(Journal *j, const char *hierarchy);
+void journal_drop_hierarchy(Journal *j, const char *hierarchy);

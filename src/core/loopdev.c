@@ -22,6 +22,7 @@
 #include <sys/sysmacros.h>
 
 #include "fd-util.h"
+#include "kernel.h"
 #include "loopdev.h"
 #include "missing.h"
 #include "util.h"
@@ -139,22 +140,16 @@ int loopdev_verify_mount(int mount_fd, dev_t devnum, int dev_fd, uint64_t diskse
 
         if (fstat(mount_fd, &st) < 0)
                 return negative_errno();
-        if (st.st_dev != devnum) {
-                if (asprintf(ret_message, "mounted file system is on device %u:%u, not on %u:%u",
-                             major(st.st_dev), minor(st.st_dev), major(devnum), minor(devnum)) < 0)
-                        return -ENOMEM;
-                return -EXDEV;
-        }
+        if (st.st_dev != devnum)
+                return set_message(ret_message, EXDEV, "mounted file system is on device %u:%u, not on %u:%u",
+                                   major(st.st_dev), minor(st.st_dev), major(devnum), minor(devnum));
         r = loopdev_read_diskseq(dev_fd, &now);
         if (r < 0)
                 return r;
-        if (now != diskseq) {
-                if (asprintf(ret_message,
-                             "disk sequence number of the device changed from %llu to %llu between attach and mount (the device was re-used for other media)",
-                             (unsigned long long) diskseq, (unsigned long long) now) < 0)
-                        return -ENOMEM;
-                return -ESTALE;
-        }
+        if (now != diskseq)
+                return set_message(ret_message, ESTALE,
+                                   "disk sequence number of the device changed from %llu to %llu between attach and mount (the device was re-used for other media)",
+                                   (unsigned long long) diskseq, (unsigned long long) now);
         return 0;
 }
 
@@ -179,12 +174,9 @@ int device_mount(int dev_fd, dev_t devnum, uint64_t diskseq, long hook_arg, cons
 #endif
 
         /* CREATE_EXCL (6.6) refuses to share a superblock someone else already has on this
-         * device; older kernels only know CREATE. */
-        r = fsconfig(fs_fd, FSCONFIG_CMD_CREATE_EXCL, NULL, NULL, 0);
-        if (r < 0 && errno == EINVAL) {
-                _cleanup_free_ char *m = fs_context_message(fs_fd);
-                r = fsconfig(fs_fd, FSCONFIG_CMD_CREATE, NULL, NULL, 0);
-        }
+         * device.  Which command this kernel knows is probed once: a failed CREATE leaves the
+         * fs context unusable, so a failure here is final and its message the kernel's own. */
+        r = fsconfig(fs_fd, kernel_has(KERNEL_CREATE_EXCL) ? FSCONFIG_CMD_CREATE_EXCL : FSCONFIG_CMD_CREATE, NULL, NULL, 0);
         if (r < 0)
                 goto fail;
 

@@ -2,28 +2,91 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
-/* Reading the mount table (libmount, /proc/self/mountinfo).  Nothing here changes a mount. */
+/* Reading the mount table (libmount, /proc/self/mountinfo) and the identity of mounts.
+ * Nothing here changes a mount. */
 
+/* Who a mount is: the kernel's ids for it and its superblock. */
+typedef struct MountIdentity {
+        uint64_t unique_id; /* STATX_MNT_ID_UNIQUE (Linux 6.8), never reused; 0 where unknown */
+        uint64_t id;        /* the 32-bit mount id of mountinfo, reused after the mount is freed */
+        dev_t dev;          /* the superblock's device number */
+        bool is_root;       /* the fd is the root of its mount */
+        bool overlay;       /* the superblock is overlayfs */
+} MountIdentity;
+
+/* The identity of the mount an fd is on. */
+int mount_identity_of_fd(int fd, MountIdentity *ret);
+
+typedef struct MountEntry {
+        uint64_t id, parent_id; /* mountinfo's ids */
+        dev_t dev;
+        char *fstype;
+        char *source;
+        bool shared; /* propagates to peers (shared:N) */
+        bool slave;  /* receives from a master (master:N) */
+} MountEntry;
+
+void mount_entry_done(MountEntry *e);
+
+/* The mounts stacked at one path, bottom first: each one is mounted on the root of the one
+ * below it (after MOVE_MOUNT_BENEATH, mountinfo's order is not the stacking order, so the
+ * stack is rebuilt from the parent ids).  'parent' is the mount the bottom of the stack sits
+ * on, or, with nothing mounted at the path, the mount that contains it. */
 typedef struct MountStack {
-        unsigned n_mounts; /* mounts whose mount point is exactly the path */
-        unsigned n_ours;   /* of those, sysextd overlays (fstype overlay, source "sysextd") */
-        char *top_fstype;  /* the topmost mount at the path, NULL when none */
-        char *top_source;
-        bool top_is_ours;
-        bool parent_shared; /* the mount the path sits on propagates (shared:N) */
+        MountEntry *entries;
+        size_t n;
+        MountEntry parent;
+        bool has_parent;
+        uint64_t top_unique_id; /* of entries[n - 1], read through the live path */
 } MountStack;
 
 void mount_stack_done(MountStack *s);
 
-/* Describes the stack of mounts at 'path' (absolute, canonical). */
-int mount_stack_read(const char *path, MountStack *ret);
+/* Reads the stack at 'rel' below root_fd, whose absolute canonical path (as mountinfo shows
+ * it) is 'path'.  The top is what a fresh lookup of the path reaches, so the stack is the one
+ * a reader of the path sees; the lookup follows no symlink. */
+int mount_stack_read(int root_fd, const char *rel, const char *path, MountStack *ret);
 
-/* The mount points strictly below 'path' whose mounts must be carried to a new tree: each
- * visible mount below path whose mount point is not itself below another one of the list
- * (those come along with a recursive clone). Sorted by path. */
-int mounts_below(const char *path, char ***ret);
+/* The entry of the stack that is on top (NULL when nothing is mounted at the path). */
+static inline const MountEntry *mount_stack_top(const MountStack *s) {
+        return s->n > 0 ? &s->entries[s->n - 1] : NULL;
+}
 
-/* Number of lines of /proc/self/mountinfo (for tests and status). */
+/* A mount below a hierarchy that a new tree must carry. */
+typedef struct MountChild {
+        char *path;         /* absolute mount point */
+        uint64_t id;        /* the visible mount there */
+        uint64_t unique_id; /* 0 where the kernel has none */
+        char *fstype;
+} MountChild;
+
+typedef struct MountChildren {
+        MountChild *children; /* sorted by path */
+        size_t n;
+} MountChildren;
+
+void mount_children_done(MountChildren *c);
+
+/* The mounts strictly below the hierarchy at 'path' (path_fd: a fresh O_PATH fd of its top,
+ * as a reader reaches it) that a reader
+ * sees: for every mount point mountinfo lists below it, the live path is resolved (no
+ * symlinks, no automount triggered) and kept only when it ends on the root of a mount listed
+ * there; a mount hidden under another one is not carried.  Nested mounts come along with
+ * their top-level ancestor (a recursive clone), so only the top-level ones are listed. */
+int mount_children_read(int path_fd, const char *path, MountChildren *ret);
+
+/* Whether two readings list the same mounts at the same places. */
+bool mount_children_equal(const MountChildren *a, const MountChildren *b);
+
+/* The entry of mountinfo with this 32-bit id. */
+int mountinfo_find(uint64_t id, MountEntry *ret);
+
+/* Number of lines of /proc/self/mountinfo. */
 int mounts_count(unsigned *ret);
+
+/* Whether any mount is at 'path' or below it. */
+int mounts_under(const char *path, bool *ret);

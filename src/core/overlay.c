@@ -4,15 +4,18 @@
  *
  * Steps: fsopen("overlay") -> fsconfig(source, lowerdir+ ..., redirect_dir, metacopy, ro)
  *        -> FSCONFIG_CMD_CREATE -> fsmount(RDONLY|NODEV[|NOEXEC]).
+ * Before Linux 6.8 (no lowerdir+, kernel.h) all layers go into one "lowerdir" string.
  * Nothing is attached here: the caller decides where the detached mount goes.  A failure
  * leaves nothing behind (the fs context and mount fds are closed).
  */
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 
 #include "fd-util.h"
+#include "kernel.h"
 #include "loopdev.h"
 #include "missing.h"
 #include "overlay.h"
@@ -142,73 +145,45 @@ fail:
 }
 
 int overlay_mount(char *const *layers, bool noexec, int *ret_mount_fd, char **ret_message) {
-        static int lowerdir_plus = -1; /* unknown, yes, no: probed on first use */
+        __attribute__((cleanup(overlay_plan_done))) OverlayPlan p = {};
+        _cleanup_free_ char *msg = NULL;
         int r;
 
-        for (;;) {
-                __attribute__((cleanup(overlay_plan_done))) OverlayPlan p = {};
-                _cleanup_free_ char *msg = NULL;
+        r = overlay_plan_build(layers, kernel_has(KERNEL_LOWERDIR_PLUS), &p);
+        if (r < 0)
+                return r;
+        r = overlay_try(&p, noexec, ret_mount_fd, &msg);
+        if (r < 0)
+                *ret_message = TAKE_PTR(msg);
+        return r;
+}
 
-                r = overlay_plan_build(layers, lowerdir_plus != 0, &p);
+int overlay_mount_legacy(char *const *layers, bool noexec, const char *where, char **ret_message) {
+        _cleanup_strv_free_ char **escaped = NULL;
+        _cleanup_free_ char *joined = NULL, *options = NULL;
+        size_t n = strv_length(layers);
+        int r;
+
+        if (n < 2 || n > OVERLAY_LAYERS_MAX)
+                return -EINVAL;
+        STRV_FOREACH(l, layers) {
+                if (strchr(*l, ','))
+                        return set_message(ret_message, EINVAL, "layer path %s contains a comma", *l);
+                r = strv_push(&escaped, escape_layer(*l));
                 if (r < 0)
                         return r;
-                r = overlay_try(&p, noexec, ret_mount_fd, &msg);
-                if (r == -EINVAL && lowerdir_plus < 0 && msg && strstr(msg, "lowerdir+")) {
-                        lowerdir_plus = 0; /* kernel before 6.8 */
-                        continue;
-                }
-                if (r >= 0 && lowerdir_plus < 0)
-                        lowerdir_plus = 1;
-                if (r < 0)
-                        *ret_message = TAKE_PTR(msg);
-                return r;
         }
-}
-
-static int detached_tmpfs(void) {
-        _cleanup_close_ int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
-
-        if (fs < 0 || fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-                return -EBADF;
-        return fsmount(fs, FSMOUNT_CLOEXEC, 0);
-}
-
-bool overlay_detached_layers_supported(void) {
-        static int cached = -1;
-
-        if (cached < 0) {
-                /* Two throw-away detached tmpfs mounts as the layers of an overlay: nothing is
-                 * attached anywhere, everything goes away with the fds. */
-                _cleanup_close_ int a = detached_tmpfs(), b = detached_tmpfs(), fs = fsopen("overlay", FSOPEN_CLOEXEC);
-                char pa[PROC_FD_PATH_MAX], pb[PROC_FD_PATH_MAX];
-
-                cached = a >= 0 && b >= 0 && fs >= 0 &&
-                         fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir+", format_proc_fd_path(pa, a), 0) >= 0 &&
-                         fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir+", format_proc_fd_path(pb, b), 0) >= 0 &&
-                         fsconfig(fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) >= 0 &&
-                         fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) >= 0;
-        }
-        return cached;
-}
-
-bool overlay_fd_is_ours(int fd, char **ret_id) {
-        _cleanup_close_ int id_fd = -EBADF;
-        struct statfs sfs;
-        bool is_root = false;
-
-        if (fstatfs(fd, &sfs) < 0 || (unsigned long) sfs.f_type != OVERLAYFS_SUPER_MAGIC)
-                return false;
-        if (fd_mount_id(fd, NULL, NULL, &is_root) < 0 || !is_root)
-                return false;
-        id_fd = openat(fd, OVERLAY_MARKER_ID, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (id_fd < 0)
-                return false;
-        if (ret_id) {
-                char *s = NULL;
-                if (read_fd_full(id_fd, 256, &s, NULL) < 0)
-                        return false;
-                s[strcspn(s, "\n")] = 0;
-                *ret_id = s;
-        }
-        return true;
+        joined = strv_join(escaped, ":");
+        if (!joined)
+                return -ENOMEM;
+        if (asprintf(&options, "lowerdir=%s,redirect_dir=nofollow,metacopy=off", joined) < 0)
+                return -ENOMEM;
+        /* mount(2) takes one page of options. */
+        if (strlen(options) >= 4096)
+                return -E2BIG;
+        if (mkdir(where, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
+        if (mount(OVERLAY_SOURCE, where, "overlay", MS_RDONLY | MS_NODEV | (noexec ? MS_NOEXEC : 0), options) < 0)
+                return negative_errno();
+        return 0;
 }

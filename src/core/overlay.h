@@ -6,10 +6,11 @@
 
 /* Overlay assembly with the new mount API. */
 
-/* The marker every sysextd overlay carries in its bottom layer; a mount is ours only if its
- * root has this file (and it is an overlay whose source is OVERLAY_SOURCE). */
+/* Every sysextd overlay has the source "sysextd" and, in its top layer (above every image),
+ * the directory .sysextd with the tree's id, generation and extensions: a hint for people.
+ * Ownership is never decided by it (tree.h); sysextd does not read it.  An image that ships
+ * that path is refused. */
 #define OVERLAY_MARKER_DIR ".sysextd"
-#define OVERLAY_MARKER_ID ".sysextd/id"
 #define OVERLAY_SOURCE "sysextd"
 
 /* Layers are given top first (the order of overlayfs' lowerdir). */
@@ -34,14 +35,11 @@ void overlay_plan_done(OverlayPlan *p);
  * more than OVERLAY_LAYERS_MAX layers. */
 int overlay_plan_build(char *const *layers, bool lowerdir_plus, OverlayPlan *ret);
 
-/* Creates the overlay as a detached mount: read-only, nodev (and noexec if asked).  Tries
- * lowerdir+ first and falls back to the single string on kernels without it.
- * *ret_message carries the kernel's words on failure. */
+/* Creates the overlay as a detached mount: read-only, nodev (and noexec if asked), with
+ * lowerdir+ where the kernel has it, else the single string.  *ret_message carries the
+ * kernel's words on failure. */
 int overlay_mount(char *const *layers, bool noexec, int *ret_mount_fd, char **ret_message);
 
-/* Whether overlayfs takes detached mounts as layers (Linux 6.15): then image mounts are used
- * through their fds, never attached, and can serve the next tree too.  Probed once. */
-bool overlay_detached_layers_supported(void);
-
-/* Says whether the mount whose root fd is given is one of ours: overlayfs and our marker. */
-bool overlay_fd_is_ours(int fd, char **ret_id);
+/* The same with mount(2) at 'where' (for kernels before 6.8, whose fsconfig() limits the one
+ * lowerdir string to 256 bytes; mount(2) takes a page). */
+int overlay_mount_legacy(char *const *layers, bool noexec, const char *where, char **ret_message);

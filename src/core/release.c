@@ -12,11 +12,13 @@
  */
 #include <ctype.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
 
+#include "fileio.h"
 #include "release.h"
 #include "util.h"
 
@@ -116,7 +118,7 @@ int release_read_host(int root_fd, Release *ret) {
         for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
                 _cleanup_free_ char *text = NULL;
 
-                r = read_file_at(root_fd, paths[i], 64 * 1024, &text, NULL);
+                r = read_file_at(root_fd, paths[i], RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, 64 * 1024, &text, NULL, NULL);
                 if (r == -ENOENT)
                         continue;
                 if (r < 0)

@@ -6,23 +6,30 @@
  * detached mount cannot be attached to another detached mount.  So the new tree is built in
  * the private mount namespace of a child process, where nothing propagates out (its mounts
  * are made MS_SLAVE first), and is passed back as an open_tree(OPEN_TREE_CLONE) fd.  The
- * worker can also take our current overlay off the hierarchy, in its own namespace only, to
- * reach the base below it without disturbing anyone.
+ * worker can also take our current overlays off the hierarchy, in its own namespace only, to
+ * reach the base below them without disturbing anyone.
  *
- * Steps in the worker, per hierarchy (all inside the private namespace):
- *   1. clone every mount below the live hierarchy (open_tree CLONE|RECURSIVE);
- *   2. detach our overlays from the hierarchy while the top is ours -> the base is visible;
- *   3. bind the base to "b-H", write the marker layer "m-H"; images are used through their
- *      detached mount fds ("/proc/self/fd/N", Linux 6.15) or, before, attached at "iN";
- *   4. fsmount the overlay (layers "iN/H"..., "b-H", "m-H") and attach it at "t-H";
- *   5. attach the clones from 1 at their paths on "t-H" (a missing mount point fails here);
- *   6. open_tree(CLONE|RECURSIVE) "t-H" and send that fd to the parent.
+ * Steps in the worker, per hierarchy K (all inside the private namespace, in a tmpfs on
+ * run/sysextd/staging):
+ *   1. clone every mount below the live hierarchy that the parent found visible
+ *      (open_tree CLONE|RECURSIVE, no automount triggered); each must still be a mount root;
+ *   2. take our overlays off the hierarchy, each one checked by its device -> the base;
+ *   3. bind the base to "b-K", write the marker layer "m-K" (with the base's owner and mode,
+ *      since the top layer's root gives the merged root its attributes); images are used
+ *      through their detached mount fds (Linux 6.15) or, before, attached at "iN"; each
+ *      image's layer directory is opened without following a symlink, so no layer can lead
+ *      out of its image;
+ *   4. fsmount the overlay (layers "m-K", the images top first, "b-K") and attach it at "t-K";
+ *   5. attach the clones from 1 at their paths on "t-K" (a missing mount point fails here);
+ *   6. open_tree(CLONE|RECURSIVE) "t-K" and send that fd to the parent.
  * When the worker exits, its namespace and everything mounted in it go away; the overlay's
  * layers are private clones held by the overlay itself, so the tree sent back stays whole.
  * On any failure the worker sends the message and exits: nothing outside it changed.
  */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <json-c/json.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -30,10 +37,14 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 
 #include "fd-util.h"
+#include "json-util.h"
+#include "kernel.h"
 #include "missing.h"
+#include "mounts.h"
 #include "overlay.h"
 #include "staging.h"
 #include "util.h"
@@ -68,21 +79,35 @@ static int attach_fd_at(int fd, const char *path) {
         return RET_NERRNO(move_mount(fd, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH));
 }
 
-static int write_marker(const char *dir, const StagingRequest *req) {
-        _cleanup_free_ char *names = NULL, *p = NULL;
+/* The live path, as a reader reaches it, without following a symlink on the way. */
+static int open_live(const char *path) {
+        return openat_resolve(AT_FDCWD, path, O_PATH | O_NOFOLLOW, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+}
+
+static int write_marker(const char *dir, const StagingRequest *req, const struct stat *base) {
+        _cleanup_free_ char *names = NULL, *p = NULL, *gen = NULL;
         _cleanup_close_ int dfd = -EBADF;
         int r;
 
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
+        /* The top layer's root directory gives the merged root its owner and mode: the base's. */
+        if (chown(dir, base->st_uid, base->st_gid) < 0 || chmod(dir, base->st_mode & 07777) < 0)
+                return negative_errno();
         p = path_join(dir, OVERLAY_MARKER_DIR);
         if (!p)
                 return -ENOMEM;
-        r = mkdir_p_at(AT_FDCWD, p, 0755);
-        if (r < 0)
-                return r;
+        if (mkdir(p, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
         dfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
                 return negative_errno();
         r = write_file_atomic_at(dfd, "id", req->id, 0444);
+        if (r < 0)
+                return r;
+        if (asprintf(&gen, "%" PRIu64, req->generation) < 0)
+                return -ENOMEM;
+        r = write_file_atomic_at(dfd, "generation", gen, 0444);
         if (r < 0)
                 return r;
         names = strv_join(req->names, "\n");
@@ -91,70 +116,88 @@ static int write_marker(const char *dir, const StagingRequest *req) {
         return write_file_atomic_at(dfd, "extensions", names, 0444);
 }
 
-/* Step 1: clones of the mounts below the live hierarchy.  A mount point that resolves to no
- * mount root in the visible tree belongs to a mount hidden under our overlay: skip it. */
+/* Step 1: clones of the mounts below the live hierarchy. */
 static int clone_children(Worker *w, StagingRequest *req, int *fds) {
         size_t i = 0;
 
         STRV_FOREACH(c, req->children) {
-                _cleanup_close_ int fd = -EBADF;
-                bool is_root = false;
+                _cleanup_close_ int live = -EBADF;
+                MountIdentity m;
 
-                fd = open_tree(AT_FDCWD, *c, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
-                if (fd < 0) {
-                        if (errno == ENOENT || errno == ENOTDIR)
-                                goto skip;
+                live = open_live(*c);
+                if (live < 0 || mount_identity_of_fd(live, &m) < 0 || !m.is_root)
+                        return worker_fail(w, EBUSY,
+                                           "The mounts below %s changed while the new tree was being built (%s is no longer a mount point)",
+                                           req->target, *c);
+                fds[i] = open_tree(live, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH | AT_NO_AUTOMOUNT);
+                if (fds[i] < 0)
                         return worker_fail(w, errno, "Failed to clone the mount at %s: %m", *c);
-                }
-                if (fd_mount_id(fd, NULL, NULL, &is_root) < 0 || !is_root)
-                        goto skip;
-                fds[i] = TAKE_FD(fd);
-        skip:
                 i++;
         }
         return 0;
 }
 
-static int build_one(Worker *w, Image *images, StagingRequest *req, bool noexec, char *const *image_dirs) {
+/* Step 2: our overlays off the top, each one checked by its device.  Only this private
+ * namespace changes. */
+static int reach_base(Worker *w, const StagingRequest *req) {
+        for (size_t k = 0; k < req->n_ours; k++) {
+                _cleanup_close_ int top = open_live(req->target);
+                MountIdentity m;
+
+                if (top < 0)
+                        return worker_fail(w, top, "Failed to open %s: %m", req->target);
+                if (mount_identity_of_fd(top, &m) < 0 || !m.is_root || !m.overlay || m.dev != req->ours[k])
+                        return worker_fail(w, EBUSY,
+                                           "The mounts at %s changed while the new tree was being built (expected sysextd's overlay on %u:%u on top)",
+                                           req->target, major(req->ours[k]), minor(req->ours[k]));
+                if (umount2(req->target, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+                        return worker_fail(w, errno, "Failed to reach the base of %s: %m", req->target);
+        }
+        return 0;
+}
+
+/* The directory of an image that is its layer for this hierarchy, as an O_PATH fd inside
+ * the image: never through a symlink, never out of the image. */
+static int open_layer(Worker *w, const Image *img, int image_root, const char *hierarchy, int *ret_fd) {
+        const char *sub = img->usr_partition && streq(hierarchy, "usr") ? "." : hierarchy;
+
+        *ret_fd = openat_resolve(image_root, sub, O_PATH | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        if (*ret_fd < 0)
+                return worker_fail(w, *ret_fd, "Failed to open %s in %s (a symlink or no directory?): %m", sub, img->path);
+        return 0;
+}
+
+static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, bool noexec, const int *image_roots) {
         _cleanup_free_ char *base = NULL, *meta = NULL, *top = NULL, *msg = NULL;
         _cleanup_strv_free_ char **layers = NULL;
         size_t n_children = strv_length(req->children);
-        _cleanup_free_ int *child_fds = NULL;
+        _cleanup_free_ int *child_fds = NULL, *layer_fds = NULL;
         _cleanup_close_ int base_fd = -EBADF, ovl_fd = -EBADF;
+        struct stat base_st;
         int r;
 
         child_fds = malloc(sizeof(int) * (n_children ?: 1));
-        if (!child_fds)
+        layer_fds = malloc(sizeof(int) * (req->n_layers ?: 1));
+        if (!child_fds || !layer_fds)
                 return worker_fail(w, ENOMEM, "Out of memory");
         for (size_t i = 0; i < n_children; i++)
                 child_fds[i] = -EBADF;
+        for (size_t i = 0; i < req->n_layers; i++)
+                layer_fds[i] = -EBADF;
 
         r = clone_children(w, req, child_fds);
         if (r < 0)
                 goto finish;
+        r = reach_base(w, req);
+        if (r < 0)
+                goto finish;
 
-        /* Step 2: reach the base.  This only changes our private namespace. */
-        for (unsigned n = 0;; n++) {
-                _cleanup_close_ int top_fd = open(req->target, O_PATH | O_DIRECTORY | O_CLOEXEC);
-                if (top_fd < 0) {
-                        r = worker_fail(w, errno, "Failed to open %s: %m", req->target);
-                        goto finish;
-                }
-                if (!overlay_fd_is_ours(top_fd, NULL))
-                        break;
-                if (n >= 16 || umount2(req->target, MNT_DETACH) < 0) {
-                        r = worker_fail(w, n >= 16 ? ELOOP : errno, "Failed to reach the base of %s: %m", req->target);
-                        goto finish;
-                }
-        }
-
-        if (asprintf(&base, "b-%s", req->hierarchy) < 0 || asprintf(&meta, "m-%s", req->hierarchy) < 0 ||
-            asprintf(&top, "t-%s", req->hierarchy) < 0) {
+        if (asprintf(&base, "b-%zu", k) < 0 || asprintf(&meta, "m-%zu", k) < 0 || asprintf(&top, "t-%zu", k) < 0) {
                 r = worker_fail(w, ENOMEM, "Out of memory");
                 goto finish;
         }
-        base_fd = open_tree(AT_FDCWD, req->target, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-        if (base_fd < 0) {
+        base_fd = open_tree(AT_FDCWD, req->target, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_NO_AUTOMOUNT | AT_SYMLINK_NOFOLLOW);
+        if (base_fd < 0 || fstat(base_fd, &base_st) < 0) {
                 r = worker_fail(w, errno, "Failed to bind the base %s: %m", req->target);
                 goto finish;
         }
@@ -163,60 +206,64 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, bool noexec,
                 r = worker_fail(w, r, "Failed to attach the base of %s in the staging area: %m", req->target);
                 goto finish;
         }
-        r = write_marker(meta, req);
+        r = write_marker(meta, req, &base_st);
         if (r < 0) {
                 r = worker_fail(w, r, "Failed to write the marker layer for %s: %m", req->target);
                 goto finish;
         }
 
+        /* Top first: the marker above every image, the images, the base at the bottom. */
+        if (strv_extend(&layers, meta) < 0) {
+                r = worker_fail(w, ENOMEM, "Out of memory");
+                goto finish;
+        }
         for (size_t i = 0; i < req->n_layers; i++) {
-                char *l;
-                if (!image_dirs[req->layers[i]]) {
-                        r = worker_fail(w, EINVAL, "Internal error: image %s not staged", images[req->layers[i]].name);
+                const Image *img = &images[req->layers[i]];
+
+                if (image_roots[req->layers[i]] < 0) {
+                        r = worker_fail(w, EINVAL, "Internal error: image %s not staged", img->name);
                         goto finish;
                 }
-                /* A disk image's usr partition is the layer for usr itself. */
-                if ((images[req->layers[i]].usr_partition && streq(req->hierarchy, "usr")
-                             ? (l = strdup(image_dirs[req->layers[i]])) == NULL
-                             : asprintf(&l, "%s/%s", image_dirs[req->layers[i]], req->hierarchy) < 0) ||
-                    strv_push(&layers, l) < 0) {
+                r = open_layer(w, img, image_roots[req->layers[i]], req->hierarchy, &layer_fds[i]);
+                if (r < 0)
+                        goto finish;
+                if (strv_push(&layers, strdup(FORMAT_PROC_FD_PATH(layer_fds[i]))) < 0) {
                         r = worker_fail(w, ENOMEM, "Out of memory");
                         goto finish;
                 }
         }
-        if (strv_extend(&layers, base) < 0 || strv_extend(&layers, meta) < 0) {
+        if (strv_extend(&layers, base) < 0) {
                 r = worker_fail(w, ENOMEM, "Out of memory");
                 goto finish;
         }
 
         /* Step 4. */
-        r = overlay_mount(layers, noexec, &ovl_fd, &msg);
+        if (kernel_has(KERNEL_LOWERDIR_PLUS)) {
+                r = overlay_mount(layers, noexec, &ovl_fd, &msg);
+                if (r >= 0)
+                        r = attach_fd_at(ovl_fd, top);
+        } else
+                /* Before Linux 6.8 the layers go into one lowerdir= string, which fsconfig()
+                 * limits to 256 bytes: the mount(2) options take a page. */
+                r = overlay_mount_legacy(layers, noexec, top, &msg);
         if (r < 0) {
                 if (r == -ELOOP)
                         r = worker_fail(w, r, "Failed to build the overlay for %s: layers overlap (an image lies inside the hierarchy it extends?)%s%s",
                                         req->target, msg ? ": " : "", msg ?: "");
                 else if (r == -E2BIG)
-                        r = worker_fail(w, r, "Failed to build the overlay for %s: too many layers for this kernel (needs Linux 6.8 for more than a few dozen)",
-                                        req->target);
+                        r = worker_fail(w, r, "Failed to build the overlay for %s: too many layers for this kernel (Linux 6.8 takes up to %d)",
+                                        req->target, OVERLAY_LAYERS_MAX);
                 else
                         r = worker_fail(w, r, "Failed to build the overlay for %s: %m%s%s", req->target,
                                         msg ? ": " : "", msg ?: "");
-                goto finish;
-        }
-        r = attach_fd_at(ovl_fd, top);
-        if (r < 0) {
-                r = worker_fail(w, r, "Failed to attach the new overlay for %s in the staging area: %m", req->target);
                 goto finish;
         }
 
         /* Step 5: children at the same paths on the new overlay. */
         for (size_t i = 0; i < n_children; i++) {
                 _cleanup_free_ char *where = NULL;
-                const char *rel;
+                const char *rel = startswith(req->children[i], req->target);
 
-                if (child_fds[i] < 0)
-                        continue;
-                rel = startswith(req->children[i], req->target);
                 where = path_join(top, rel ?: "");
                 if (!where) {
                         r = worker_fail(w, ENOMEM, "Out of memory");
@@ -243,52 +290,68 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, bool noexec,
 finish:
         for (size_t i = 0; i < n_children; i++)
                 safe_close(child_fds[i]);
+        for (size_t i = 0; i < req->n_layers; i++)
+                safe_close(layer_fds[i]);
         return r;
 }
 
-static int worker_run(Worker *w, const char *staging_dir, Image *images, size_t n_images, StagingRequest *reqs,
+static int worker_run(Worker *w, int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs,
                       size_t n_reqs, bool noexec) {
-        _cleanup_strv_free_ char **image_dirs = NULL;
+        _cleanup_free_ int *image_roots = NULL;
+        _cleanup_close_ int fs_fd = -EBADF, area_fd = -EBADF;
         bool detached;
         int r;
 
+        /* unshare() moves the working directory to the new namespace's copy of it: the
+         * staging directory the parent resolved inside the root, reached without a path. */
+        if (fchdir(staging_dir_fd) < 0)
+                return worker_fail(w, errno, "Failed to enter the staging directory: %m");
         if (unshare(CLONE_NEWNS) < 0)
                 return worker_fail(w, errno, "Failed to create a private mount namespace: %m");
         if (mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0)
                 return worker_fail(w, errno, "Failed to make the staging namespace a slave: %m");
-        if (mount("sysextd-staging", staging_dir, "tmpfs", MS_NODEV | MS_NOSUID | MS_NOEXEC, "mode=0755") < 0)
-                return worker_fail(w, errno, "Failed to mount the staging area on %s: %m", staging_dir);
-        if (chdir(staging_dir) < 0)
-                return worker_fail(w, errno, "Failed to enter %s: %m", staging_dir);
+        /* A tmpfs of our own on the staging directory, entered through its fd. */
+        fs_fd = fsopen("tmpfs", FSOPEN_CLOEXEC);
+        if (fs_fd < 0 || fsconfig(fs_fd, FSCONFIG_SET_STRING, "source", "sysextd-staging", 0) < 0 ||
+            fsconfig(fs_fd, FSCONFIG_SET_STRING, "mode", "0755", 0) < 0 || fsconfig(fs_fd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return worker_fail(w, errno, "Failed to create the staging area: %m");
+        area_fd = fsmount(fs_fd, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+        if (area_fd < 0)
+                return worker_fail(w, errno, "Failed to create the staging area: %m");
+        if (move_mount(area_fd, "", AT_FDCWD, ".", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                return worker_fail(w, errno, "Failed to attach the staging area: %m");
+        if (fchdir(area_fd) < 0)
+                return worker_fail(w, errno, "Failed to enter the staging area: %m");
 
         /* Step 3, images: every image used by any hierarchy is staged once, as its mount fd
          * where the kernel takes detached layers, else attached at "iN". */
-        detached = overlay_detached_layers_supported();
-        image_dirs = calloc(n_images + 1, sizeof(char *));
-        if (!image_dirs)
+        detached = kernel_has(KERNEL_DETACHED_LAYERS);
+        image_roots = malloc(sizeof(int) * (n_images ?: 1));
+        if (!image_roots)
                 return worker_fail(w, ENOMEM, "Out of memory");
+        for (size_t i = 0; i < n_images; i++)
+                image_roots[i] = -EBADF;
         for (size_t k = 0; k < n_reqs; k++)
                 for (size_t i = 0; i < reqs[k].n_layers; i++) {
                         size_t idx = reqs[k].layers[i];
                         Image *img = &images[idx];
-                        char *where;
+                        char where[32];
 
-                        if (image_dirs[idx])
+                        if (image_roots[idx] >= 0)
                                 continue;
                         if (detached) {
-                                if (asprintf(&where, "/proc/self/fd/%i", img->root_fd) < 0)
-                                        return worker_fail(w, ENOMEM, "Out of memory");
-                                image_dirs[idx] = where;
+                                image_roots[idx] = img->root_fd;
                                 continue;
                         }
                         /* Raw images come as detached mounts of their file system, directories
                          * as detached binds made in the caller's namespace. */
-                        if (asprintf(&where, "i%zu", idx) < 0)
-                                return worker_fail(w, ENOMEM, "Out of memory");
-                        image_dirs[idx] = where;
+                        snprintf(where, sizeof(where), "i%zu", idx);
                         r = attach_fd_at(img->root_fd, where);
                         if (r < 0)
                                 return worker_fail(w, r, "Failed to stage %s: %m", img->path);
+                        image_roots[idx] = open(where, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                        if (image_roots[idx] < 0)
+                                return worker_fail(w, errno, "Failed to stage %s: %m", img->path);
                 }
 
 #ifdef SYSEXTD_TEST_HOOKS
@@ -296,22 +359,22 @@ static int worker_run(Worker *w, const char *staging_dir, Image *images, size_t 
 #endif
 
         for (size_t k = 0; k < n_reqs; k++) {
-                r = build_one(w, images, &reqs[k], noexec, image_dirs);
+                r = build_one(w, images, &reqs[k], k, noexec, image_roots);
                 if (r < 0)
                         return r;
         }
         return 0;
 }
 
-static _noreturn_ void worker_main(int sock, const char *staging_dir, Image *images, size_t n_images,
-                                   StagingRequest *reqs, size_t n_reqs, bool noexec) {
+static _noreturn_ void worker_main(int sock, int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs,
+                                   size_t n_reqs, bool noexec) {
         Worker w = {};
         int fds[HIERARCHIES_MAX];
         json_object *o = json_object_new_object();
         const char *s;
         int r;
 
-        r = worker_run(&w, staging_dir, images, n_images, reqs, n_reqs, noexec);
+        r = worker_run(&w, staging_dir_fd, images, n_images, reqs, n_reqs, noexec);
         json_object_object_add(o, "error", json_object_new_int(r < 0 ? w.error : 0));
         if (r < 0)
                 json_object_object_add(o, "message", json_object_new_string(w.message ?: "Staging failed"));
@@ -322,12 +385,13 @@ static _noreturn_ void worker_main(int sock, const char *staging_dir, Image *ima
         _exit(r < 0 ? 1 : 0);
 }
 
-int staging_build(const char *staging_dir, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs,
-                  bool noexec, char **ret_message) {
+int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs, bool noexec,
+                  char **ret_message) {
         _cleanup_close_ int sock_parent = -EBADF, sock_child = -EBADF;
         _cleanup_free_ char *reply = NULL;
-        json_object *o, *v;
-        int pair[2], fds[HIERARCHIES_MAX], status, r, error = 0;
+        _cleanup_json_ json_object *o = NULL;
+        int pair[2], fds[HIERARCHIES_MAX], status = 0, r;
+        uint64_t error = 0;
         size_t n_fds = 0;
         pid_t pid;
 
@@ -348,37 +412,34 @@ int staging_build(const char *staging_dir, Image *images, size_t n_images, Stagi
                 if (getppid() == 1)
                         _exit(1);
                 (void) signal(SIGPIPE, SIG_IGN);
-                worker_main(sock_child, staging_dir, images, n_images, reqs, n_reqs, noexec);
+                worker_main(sock_child, staging_dir_fd, images, n_images, reqs, n_reqs, noexec);
         }
         sock_child = safe_close(sock_child);
 
         r = recv_with_fds(sock_parent, &reply, fds, HIERARCHIES_MAX, &n_fds);
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
                 ;
-        if (r < 0) {
-                if (asprintf(ret_message, "The staging worker died before answering (%s)",
-                             WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "no reply") < 0)
-                        *ret_message = NULL;
-                return -EIO;
-        }
+        if (r < 0)
+                return set_message(ret_message, EIO, "The staging worker died before answering (%s)",
+                                   WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "no reply");
 
-        o = json_tokener_parse(reply);
-        if (o && json_object_object_get_ex(o, "error", &v))
-                error = json_object_get_int(v);
-        if (!o || error != 0) {
-                if (o && json_object_object_get_ex(o, "message", &v))
-                        *ret_message = strdup(json_object_get_string(v));
-                json_object_put(o);
+        o = json_parse_object(reply);
+        if (!o || json_get_u64(o, "error", &error) < 0 || error > 4095) {
                 for (size_t i = 0; i < n_fds; i++)
                         safe_close(fds[i]);
-                return error > 0 ? -error : -EIO;
+                return set_message(ret_message, EIO, "The staging worker sent an unreadable answer");
         }
-        json_object_put(o);
+        if (error != 0) {
+                _cleanup_free_ char *m = NULL;
+                for (size_t i = 0; i < n_fds; i++)
+                        safe_close(fds[i]);
+                (void) json_get_string(o, "message", 4096, &m);
+                return set_message(ret_message, (int) error, "%s", m ?: "Staging failed");
+        }
         if (n_fds != n_reqs) {
                 for (size_t i = 0; i < n_fds; i++)
                         safe_close(fds[i]);
-                *ret_message = strdup("The staging worker returned the wrong number of trees");
-                return -EIO;
+                return set_message(ret_message, EIO, "The staging worker returned the wrong number of trees");
         }
         for (size_t i = 0; i < n_reqs; i++)
                 reqs[i].tree_fd = fds[i];

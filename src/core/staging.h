@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "image.h"
 
@@ -10,19 +11,24 @@
  * namespace of a child process, and hands them back as detached mount fds. */
 
 typedef struct StagingRequest {
-        const char *hierarchy; /* "usr" */
         const char *target;    /* absolute path of the live hierarchy, "/R/usr" */
         char **children;       /* absolute mount points below target to carry over */
         size_t *layers;        /* indexes into the image array, top first; empty: base only */
         size_t n_layers;
-        const char *id;        /* marker id for the new overlay */
-        char **names;          /* extension names written into the marker layer */
+        const char *hierarchy; /* "usr": the directory of each image that is its layer */
+        const dev_t *ours;     /* devices of our overlays on top of target, top first: the
+                                * worker takes them off (in its namespace) to reach the base */
+        size_t n_ours;
+        /* The marker layer's content. */
+        const char *id;
+        uint64_t generation;
+        char **names;          /* extension names, bottom to top */
 
         int tree_fd;           /* result: detached tree, the overlay with its children */
 } StagingRequest;
 
-/* Runs the worker.  'staging_dir' is an existing empty directory (under run/sysextd) that
- * the worker mounts a private tmpfs on, in its own namespace only.  On failure returns
- * -errno and a message for people in *ret_message; nothing is left mounted anywhere. */
-int staging_build(const char *staging_dir, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs,
-                  bool noexec, char **ret_message);
+/* Runs the worker.  staging_dir_fd is an empty directory (run/sysextd/staging) that the
+ * worker mounts a private tmpfs on, in its own namespace only.  On failure returns -errno
+ * and a message for people in *ret_message; nothing is left mounted anywhere. */
+int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs, bool noexec,
+                  char **ret_message);

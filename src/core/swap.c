@@ -1,34 +1,65 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The swap: replacing the live tree of a hierarchy in one step.
+ * The swap: every hierarchy of a transition changes, or none does.
  *
- *   0. pin the current top:      old = open(target, O_PATH)      (is it ours? marker check)
- *   1. new tree beneath old:     move_mount(new, target, BENEATH) (one syscall; propagates
- *                                                                 to every peer and slave)
- *   2. check old is still top and still ours
- *   3. detach old lazily:        umount2(/proc/self/fd/<old>, MNT_DETACH)
+ *   0. check:   at every hierarchy the top is what the plan saw (our tree, by its
+ *               identity; or the foreign mount or plain directory that was there) and the
+ *               mounts below are the planned ones
+ *   1. place:   every new tree beneath its old top, move_mount(MOVE_MOUNT_BENEATH), the top
+ *               checked again right before each call; then, where nothing of ours was live,
+ *               the new tree on top (move_mount), its planned top checked the same way
+ *   2. detach:  every old top, lazily, through a pinned fd, its identity checked immediately
+ *               before umount2()
+ * A failure in 0 or 1 takes back what 1 did, so every hierarchy shows its old tree: a tree
+ * attached on top is detached again (it was visible for that moment); a tree placed beneath
+ * was never visible and is taken back beneath the old top (below).  Step 2 is the commit:
+ * from its first detach on, the transition only goes forward.
  *
- * Outcome if we stop after each step (crash, kill, error):
- *   step | what readers see                     | what the next start does
- *   -----+--------------------------------------+--------------------------------------------
- *    0   | old tree                             | discards the pending record
- *    1   | old tree (new one waits beneath it)  | finishes: detaches the stale top
- *    2   | old tree                             | same as 1
- *    3   | new tree                             | commits the pending record
- * Readers never see the bare base: before 3 the old top covers the new tree, after 3 the new
- * tree is the top.  Nothing of ours live (first merge, or a foreign mount such as a /usr
- * partition on top): the new tree is attached on top instead, never beneath a foreign mount.
+ * Outcome if we stop after each step (crash, kill, error), two hierarchies A and B:
+ *   after                 | readers see        | the next start (recover.c)
+ *   ----------------------+--------------------+--------------------------------------------
+ *   0                     | old A, old B       | discards the pending record
+ *   1, A placed           | old A, old B       | error: A taken back; crash: A finished
+ *                         |                    | forward, B discarded, the journal marked
+ *                         |                    | incomplete (the next refresh completes B)
+ *   1, A and B placed     | old A, old B       | error: both taken back; crash: both finished
+ *   2, A detached         | new A, old B       | finishes B (detaches its old top)
+ *   2, both detached      | new A, new B       | commits the pending record
+ *   1 or 2, a foreign     | the foreign mount  | keeps the record while it covers the tree;
+ *   mount on top of A     | at A               | finishes once it is gone
+ * Readers never see the bare base: before its old top is detached a new tree is covered by it,
+ * after that it is the top.  Nothing of ours live (first merge, or a foreign mount such as a
+ * /usr partition on top of which we merge): the new tree goes on top, never beneath a foreign
+ * mount, and a foreign mount is never detached.
  *
- * Degraded mode (kernel without MOVE_MOUNT_BENEATH, only when the configuration allows it):
- * detach old, then attach new: readers see the base in between, as with systemd-sysext.
+ * Taking back a placed tree N from under the old top O: the kernel has no "unmount this
+ * covered mount" call (umount2() on any path or fd at a stack reaches its top), but a
+ * propagated unmount of a mount whose root is covered by exactly one other mount replaces it
+ * with that one.  So: N's clones of the mounts below are detached (through N's own fd; they
+ * propagate like N), N is made private (through its fd), and a helper process in a new mount
+ * namespace, a peer of ours, makes its copy of O private and detaches it there (nothing
+ * propagates from a private parent), then detaches its copy of N: that unmount propagates to
+ * every peer and slave of the parent, where each copy of N goes and O takes its place.  Where
+ * the parent does not propagate there is no peer to do this from; N then stays beneath O,
+ * invisible (SWAP_BURIED), and status reports it.
+ *
+ * Degraded mode (no MOVE_MOUNT_BENEATH, only when the configuration allows it): per
+ * hierarchy, detach old, then attach new: readers see the base in between, as with
+ * systemd-sysext, and a failure stops with the hierarchies before it changed.
  */
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 
 #include "fd-util.h"
+#include "inspect.h"
+#include "kernel.h"
 #include "missing.h"
-#include "overlay.h"
 #include "swap.h"
 #include "util.h"
 
@@ -36,19 +67,17 @@
 #include "testhook.h"
 #endif
 
-bool kernel_has_mount_beneath(void) {
-        static int cached = -1;
+static const char *const state_names[_SWAP_STATE_MAX] = {
+        [SWAP_UNTOUCHED] = "untouched",   [SWAP_PLACED] = "placed",         [SWAP_ATTACHED] = "attached",
+        [SWAP_REPLACED] = "replaced",     [SWAP_REPLACED_GAP] = "replaced-gap", [SWAP_DETACHED] = "detached",
+        [SWAP_ROLLED_BACK] = "rolled-back", [SWAP_BURIED] = "buried",       [SWAP_COVERED] = "covered",
+};
 
-        if (cached < 0) {
-                /* Unknown flags are rejected with EINVAL before any path is looked at; a
-                 * kernel that knows the flag fails on the empty path instead. */
-                int r = move_mount(-EBADF, "", -EBADF, "", MOVE_MOUNT_BENEATH);
-                cached = !(r < 0 && errno == EINVAL);
-        }
-        return cached;
+const char *swap_state_to_string(SwapState s) {
+        return s >= 0 && s < _SWAP_STATE_MAX ? state_names[s] : NULL;
 }
 
-static int explain(int r, const char *target, const char *what, char **ret_message) {
+int swap_explain(int r, const char *path, const char *what, char **ret_message) {
         const char *why;
 
         switch (-r) {
@@ -67,109 +96,347 @@ static int explain(int r, const char *target, const char *what, char **ret_messa
         default:
                 why = strerror(-r);
         }
-        if (asprintf(ret_message, "Kernel refused to %s %s: %s.", what, target, why) < 0)
-                *ret_message = NULL;
-        return r;
+        return set_message(ret_message, r, "Kernel refused to %s %s: %s.", what, path, why);
 }
 
-static int detach_pinned(int old_fd, const char *target, char **ret_message) {
-        uint64_t top_id = 0, old_id = 0;
+static int open_live(int root_fd, const char *rel) {
+        return hierarchy_open(root_fd, rel);
+}
+
+/* The mount on top of a path, for messages. */
+static char *describe_top(int fd) {
+        MountIdentity m;
+        MountEntry e = {};
+        char *s;
+
+        if (mount_identity_of_fd(fd, &m) < 0 || mountinfo_find(m.id, &e) < 0)
+                return strdup("an unknown mount");
+        s = mount_entry_describe(&e);
+        mount_entry_done(&e);
+        return s;
+}
+
+int tree_detach(int root_fd, const char *rel, const char *path, const Tree *t, char **ret_message) {
+        _cleanup_free_ char *why = NULL, *what = NULL;
+        _cleanup_close_ int fd = -EBADF;
         int r;
 
-        /* Only detach what is still the top and still ours: a mount someone put on top in the
-         * meantime would go with it. */
-        r = fd_mount_id(AT_FDCWD, target, &top_id, NULL);
-        if (r >= 0)
-                r = fd_mount_id(old_fd, NULL, &old_id, NULL);
+        fd = open_live(root_fd, rel);
+        if (fd < 0)
+                return swap_explain(fd, path, "open", ret_message);
+        /* The check and the detach are two calls on one pinned fd; umount2() takes what is on
+         * top there, which the check has just identified. */
+        r = tree_check_fd(t, fd, &why);
         if (r < 0)
-                return explain(r, target, "inspect", ret_message);
-        if (top_id != old_id) {
-                if (asprintf(ret_message,
-                             "A foreign mount was placed on top of %s during the swap; sysextd's previous layer stays below it and was not detached.",
-                             target) < 0)
-                        *ret_message = NULL;
-                return -EBUSY;
+                return swap_explain(r, path, "inspect", ret_message);
+        if (r == 0) {
+                what = describe_top(fd);
+                return set_message(ret_message, EBUSY,
+                                   "The top of %s is %s (%s), not sysextd's tree; it was not detached.", path,
+                                   strna(what), strna(why));
         }
-        if (!overlay_fd_is_ours(old_fd, NULL)) {
-                if (asprintf(ret_message, "The top of %s is no longer sysextd's overlay; refusing to detach it.", target) < 0)
-                        *ret_message = NULL;
-                return -EBUSY;
-        }
-        if (umount2(FORMAT_PROC_FD_PATH(old_fd), MNT_DETACH) < 0)
-                return explain(negative_errno(), target, "detach the old tree from", ret_message);
+        if (umount2(FORMAT_PROC_FD_PATH(fd), MNT_DETACH) < 0)
+                return swap_explain(negative_errno(), path, "detach the old tree from", ret_message);
         return 0;
 }
 
-int tree_swap(const char *target, int new_tree_fd, bool allow_degraded, SwapResult *ret, char **ret_message) {
-        _cleanup_close_ int old_fd = -EBADF;
-        bool old_ours;
+/* Whether the top at the target is what the plan saw.  1 yes, with the fd it checked in
+ * *ret_fd (if not NULL), 0 no (*ret_message says what is there instead), < 0 error. */
+static int check_top(const SwapTarget *t, int *ret_fd, char **ret_message) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *why = NULL, *what = NULL;
+        MountIdentity m;
         int r;
 
-        old_fd = open(target, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (old_fd < 0)
-                return explain(negative_errno(), target, "open", ret_message);
-        old_ours = overlay_fd_is_ours(old_fd, NULL);
-
-        if (new_tree_fd < 0) {
-                if (!old_ours) {
-                        *ret = SWAP_DETACHED;
+        fd = open_live(t->root_fd, t->rel);
+        if (fd < 0)
+                return swap_explain(fd, t->path, "open", ret_message);
+        if (t->old) {
+                r = tree_check_fd(t->old, fd, &why);
+                if (r < 0)
+                        return swap_explain(r, t->path, "inspect", ret_message);
+                if (r == 0) {
+                        what = describe_top(fd);
+                        set_message(ret_message, 0,
+                                    "The top of %s changed while the new tree was being built: it is now %s, no longer sysextd's tree; nothing was changed.",
+                                    t->path, strna(what));
                         return 0;
                 }
-                r = detach_pinned(old_fd, target, ret_message);
-                if (r >= 0)
-                        *ret = SWAP_DETACHED;
-                return r;
+                if (ret_fd)
+                        *ret_fd = TAKE_FD(fd);
+                return 1;
         }
-
-        if (!old_ours) {
-                if (move_mount(new_tree_fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                        return explain(negative_errno(), target, "attach the new tree on", ret_message);
-                *ret = SWAP_ATTACHED;
+        r = mount_identity_of_fd(fd, &m);
+        if (r < 0)
+                return swap_explain(r, t->path, "inspect", ret_message);
+        if (m.id != t->planned_top_id) {
+                what = m.is_root ? describe_top(fd) : strdup("a plain directory");
+                set_message(ret_message, 0,
+                            "Something was mounted on %s while the new tree was being built (%s); nothing was changed.",
+                            t->path, strna(what));
                 return 0;
         }
+        if (ret_fd)
+                *ret_fd = TAKE_FD(fd);
+        return 1;
+}
 
-        if (!kernel_has_mount_beneath()) {
-                if (!allow_degraded) {
-                        if (asprintf(ret_message,
-                                     "This kernel cannot mount beneath %s (MOVE_MOUNT_BENEATH needs Linux 6.5); refusing a refresh that would expose the base. Set DegradedMode=unmount-mount in sysextd.conf to accept that.",
-                                     target) < 0)
-                                *ret_message = NULL;
-                        return -EOPNOTSUPP;
+static int check_children(const SwapTarget *t, char **ret_message) {
+        _cleanup_(mount_children_done) MountChildren now = {};
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        if (!t->children)
+                return 1;
+        fd = open_live(t->root_fd, t->rel);
+        if (fd < 0)
+                return swap_explain(fd, t->path, "open", ret_message);
+        r = mount_children_read(fd, t->path, &now);
+        if (r < 0)
+                return swap_explain(r, t->path, "read the mounts below", ret_message);
+        if (!mount_children_equal(&now, t->children)) {
+                const char *changed = NULL;
+
+                for (size_t i = 0; i < now.n && !changed; i++) {
+                        bool seen = false;
+                        for (size_t k = 0; k < t->children->n; k++)
+                                if (streq(now.children[i].path, t->children->children[k].path) &&
+                                    now.children[i].id == t->children->children[k].id)
+                                        seen = true;
+                        if (!seen)
+                                changed = now.children[i].path;
                 }
-                r = detach_pinned(old_fd, target, ret_message);
-                if (r < 0)
-                        return r;
-                if (move_mount(new_tree_fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                        return explain(negative_errno(), target, "attach the new tree on", ret_message);
-                *ret = SWAP_REPLACED_GAP;
+                for (size_t k = 0; k < t->children->n && !changed; k++) {
+                        bool seen = false;
+                        for (size_t i = 0; i < now.n; i++)
+                                if (streq(now.children[i].path, t->children->children[k].path) &&
+                                    now.children[i].id == t->children->children[k].id)
+                                        seen = true;
+                        if (!seen)
+                                changed = t->children->children[k].path;
+                }
+                set_message(ret_message, 0,
+                            "The mounts below %s changed while the new tree was being built (%s); nothing was changed. Run the command again.",
+                            t->path, strna(changed));
                 return 0;
         }
+        return 1;
+}
 
-        if (move_mount(new_tree_fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_BENEATH) < 0)
-                return explain(negative_errno(), target, "mount the new tree beneath", ret_message);
+/* See the top of the file: takes a placed tree back from beneath the old top. */
+static int take_back(SwapTarget *t, bool parent_propagates) {
+        struct mount_attr private = { .propagation = MS_PRIVATE };
+        MountIdentity n;
+        pid_t pid;
+        int status = 0, r;
+
+        if (!parent_propagates || mount_identity_of_fd(t->tree_fd, &n) < 0)
+                return -EOPNOTSUPP;
+
+        /* N's clones of the mounts below go first: a covered mount with mounts of its own is
+         * not replaced by the one on top of it.  N is still shared, so their copies go too. */
+        for (size_t i = 0; t->children && i < t->children->n; i++) {
+                const char *rel = startswith(t->children->children[i].path, t->path);
+                _cleanup_close_ int fd = -EBADF;
+                MountIdentity c;
+
+                if (!rel || *rel != '/')
+                        continue;
+                fd = openat_resolve(t->tree_fd, rel + 1, O_PATH | O_NOFOLLOW, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                if (fd < 0 || mount_identity_of_fd(fd, &c) < 0 || !c.is_root || c.id == n.id)
+                        return -ESTALE;
+                if (umount2(FORMAT_PROC_FD_PATH(fd), MNT_DETACH) < 0)
+                        return negative_errno();
+        }
+        if (mount_setattr(t->tree_fd, "", AT_EMPTY_PATH, &private, sizeof(private)) < 0)
+                return negative_errno();
+
+        pid = fork();
+        if (pid < 0)
+                return negative_errno();
+        if (pid == 0) {
+                _cleanup_close_ int top = -EBADF, below = -EBADF;
+                MountIdentity m;
+
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+                /* A peer of our namespace: the kernel's unshare() keeps shared mounts shared. */
+                if (unshare(CLONE_NEWNS) < 0)
+                        _exit(1);
+                /* Paths now resolve in this namespace: from its root, by the absolute path. */
+                top = openat_resolve(AT_FDCWD, t->path, O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                if (top < 0)
+                        _exit(2);
+                /* Our copy of O, and everything mounted on it, private: detaching it here
+                 * propagates nowhere. */
+                if (mount_setattr(top, "", AT_EMPTY_PATH | AT_RECURSIVE, &private, sizeof(private)) < 0 ||
+                    umount2(t->path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+                        _exit(3);
+                below = openat_resolve(AT_FDCWD, t->path, O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                if (below < 0 || mount_identity_of_fd(below, &m) < 0 || !m.is_root || m.dev != n.dev)
+                        _exit(4);
+                /* Our copy of N: this unmount propagates, and O takes N's place everywhere. */
+                if (umount2(t->path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+                        _exit(5);
+                _exit(0);
+        }
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                return -EIO;
+
+        /* Ours again: O on top, N gone from the mount table. */
+        {
+                MountEntry e = {};
+                _cleanup_close_ int fd = open_live(t->root_fd, t->rel);
+
+                if (fd < 0 || tree_check_fd(t->old, fd, NULL) <= 0)
+                        return -ESTALE;
+                r = mountinfo_find(n.id, &e);
+                mount_entry_done(&e);
+                if (r != -ENOENT)
+                        return -EBUSY;
+        }
+        return 0;
+}
+
+static void roll_back(SwapTarget *targets, size_t n, const bool *propagates) {
+        for (size_t i = n; i > 0; i--) {
+                SwapTarget *t = &targets[i - 1];
+
+                if (t->state == SWAP_ATTACHED) {
+                        /* It was visible: detach it again, after the same check as any detach. */
+                        if (tree_detach(t->root_fd, t->rel, t->path, t->new_tree, NULL) >= 0)
+                                t->state = SWAP_ROLLED_BACK;
+                } else if (t->state == SWAP_PLACED)
+                        t->state = take_back(t, propagates[i - 1]) >= 0 ? SWAP_ROLLED_BACK : SWAP_BURIED;
+        }
+}
+
+static int swap_degraded(SwapTarget *targets, size_t n, char **ret_message) {
+        int r;
+
+        for (size_t i = 0; i < n; i++) {
+                SwapTarget *t = &targets[i];
+
+                if (t->old) {
+                        r = tree_detach(t->root_fd, t->rel, t->path, t->old, ret_message);
+                        if (r < 0)
+                                return r;
+                        t->state = SWAP_DETACHED;
+                }
+                if (t->tree_fd >= 0) {
+                        _cleanup_close_ int target_fd = open_live(t->root_fd, t->rel);
+
+                        if (target_fd < 0)
+                                return swap_explain(target_fd, t->path, "open", ret_message);
+                        if (move_mount(t->tree_fd, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                                return swap_explain(negative_errno(), t->path, "attach the new tree on", ret_message);
+                        t->state = t->old ? SWAP_REPLACED_GAP : SWAP_ATTACHED;
+                }
+        }
+        return 0;
+}
+
+int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_message) {
+        _cleanup_free_ bool *propagates = NULL;
+        int r;
+
+        propagates = calloc(n ?: 1, sizeof(bool));
+        if (!propagates)
+                return -ENOMEM;
+
+        /* 0. The plan still holds everywhere. */
+        for (size_t i = 0; i < n; i++) {
+                SwapTarget *t = &targets[i];
+                MountStack s = {};
+
+                t->state = SWAP_UNTOUCHED;
+                r = check_top(t, NULL, ret_message);
+                if (r <= 0)
+                        return r < 0 ? r : -EBUSY;
+                r = check_children(t, ret_message);
+                if (r <= 0)
+                        return r < 0 ? r : -EBUSY;
+                if (mount_stack_read(t->root_fd, t->rel, t->path, &s) >= 0)
+                        propagates[i] = s.has_parent && s.parent.shared;
+                mount_stack_done(&s);
+        }
+
+        if (!o->mount_beneath) {
+                for (size_t i = 0; i < n; i++)
+                        if (targets[i].old && targets[i].tree_fd >= 0 && !o->allow_degraded)
+                                return set_message(ret_message, EOPNOTSUPP,
+                                                   "This kernel cannot mount beneath %s (MOVE_MOUNT_BENEATH needs Linux 6.5); refusing a refresh that would expose the base. Set DegradedMode=unmount-mount in sysextd.conf to accept that.",
+                                                   targets[i].path);
+                return swap_degraded(targets, n, ret_message);
+        }
+
+        /* 1. Place: beneath first (invisible), then on top (visible). */
+        for (int pass = 0; pass < 2; pass++)
+                for (size_t i = 0; i < n; i++) {
+                        SwapTarget *t = &targets[i];
+                        unsigned flags = MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH;
+                        _cleanup_close_ int target_fd = -EBADF;
+
+                        if (t->tree_fd < 0 || (pass == 0) != !!t->old)
+                                continue;
+                        /* The check right before the call, on the fd the call then uses. */
+                        r = check_top(t, &target_fd, ret_message);
+                        if (r <= 0) {
+                                r = r < 0 ? r : -EBUSY;
+                                goto fail;
+                        }
+                        if (t->old)
+                                flags |= MOVE_MOUNT_BENEATH;
+                        if (move_mount(t->tree_fd, "", target_fd, "", flags) < 0) {
+                                r = swap_explain(negative_errno(), t->path,
+                                                 t->old ? "mount the new tree beneath" : "attach the new tree on", ret_message);
+                                goto fail;
+                        }
+                        t->state = t->old ? SWAP_PLACED : SWAP_ATTACHED;
+#ifdef SYSEXTD_TEST_HOOKS
+                        testhook_point("swap-placed", (long) i);
+#endif
+                }
 
 #ifdef SYSEXTD_TEST_HOOKS
+        /* Every new tree is in place, none of the old tops detached yet. */
         testhook_point("swap-after-beneath", 0);
 #endif
 
-        r = detach_pinned(old_fd, target, ret_message);
-        if (r < 0)
-                return r;
-        *ret = SWAP_REPLACED;
-        return 0;
-}
+        /* 2. Detach every old top: the commit point. */
+        r = 0;
+        for (size_t i = 0; i < n; i++) {
+                SwapTarget *t = &targets[i];
+                _cleanup_free_ char *msg = NULL;
+                int k;
 
-int tree_detach_top(const char *target, const char *expected_id, char **ret_message) {
-        _cleanup_close_ int fd = open(target, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        _cleanup_free_ char *id = NULL;
-
-        if (fd < 0)
-                return explain(negative_errno(), target, "open", ret_message);
-        if (!overlay_fd_is_ours(fd, &id) || !streq(id, expected_id)) {
-                if (asprintf(ret_message, "The top of %s is not the sysextd overlay %s; refusing to detach it.", target,
-                             expected_id) < 0)
-                        *ret_message = NULL;
-                return -ESTALE;
+                if (!t->old)
+                        continue;
+                k = tree_detach(t->root_fd, t->rel, t->path, t->old, &msg);
+                if (k < 0) {
+                        /* Placed, and covered now: it is finished once the mount on top goes. */
+                        if (t->state == SWAP_PLACED)
+                                t->state = SWAP_COVERED;
+                        if (r == 0) {
+                                r = k;
+                                if (k == -EBUSY)
+                                        set_message(ret_message, EBUSY,
+                                                    "A foreign mount was placed on top of %s during the swap; sysextd's new tree waits below it and is put in place once that mount is gone. %s",
+                                                    t->path, strempty(msg));
+                                else if (ret_message) {
+                                        free(*ret_message);
+                                        *ret_message = TAKE_PTR(msg);
+                                }
+                        }
+                        continue;
+                }
+                t->state = t->tree_fd >= 0 ? SWAP_REPLACED : SWAP_DETACHED;
         }
-        return detach_pinned(fd, target, ret_message);
+        return r;
+
+fail:
+        roll_back(targets, n, propagates);
+        return r;
 }

@@ -2,22 +2,63 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 
-/* Whether move_mount(2) knows MOVE_MOUNT_BENEATH (Linux 6.5). Probed once. */
-bool kernel_has_mount_beneath(void);
+#include "mounts.h"
+#include "tree.h"
 
-typedef enum SwapResult {
-        SWAP_ATTACHED,      /* nothing of ours was live: the new tree went on top */
-        SWAP_REPLACED,      /* beneath the old top, old top detached */
-        SWAP_REPLACED_GAP,  /* degraded mode: old top detached first, then the new tree attached */
-        SWAP_DETACHED,      /* no new tree: our old top detached */
-} SwapResult;
+/* The swap of every hierarchy of a transition, all of them or none (swap.c has the outcome
+ * table). */
 
-/* Puts new_tree_fd (a detached tree, or -EBADF for none) at target and lazily detaches our old
- * top there, if any.  Never detaches a mount that is not ours.  *ret_message explains a
- * failure in words for people. */
-int tree_swap(const char *target, int new_tree_fd, bool allow_degraded, SwapResult *ret, char **ret_message);
+typedef enum SwapState {
+        SWAP_UNTOUCHED,   /* nothing happened at this hierarchy */
+        SWAP_PLACED,      /* the new tree waits beneath the old top (readers see the old one) */
+        SWAP_ATTACHED,    /* nothing of ours was live: the new tree went on top */
+        SWAP_REPLACED,    /* the new tree is live, the old top detached */
+        SWAP_REPLACED_GAP,/* degraded mode: old top detached first, then the new tree attached */
+        SWAP_DETACHED,    /* no new tree: our old top detached */
+        SWAP_ROLLED_BACK, /* placed or attached, then taken back: the old tree is live as before */
+        SWAP_BURIED,      /* placed, could not be taken back: it waits, invisible, beneath the old
+                           * top (a parent mount that does not propagate) */
+        SWAP_COVERED,     /* placed, but a foreign mount went on top before the old top could be
+                           * detached: finished once that mount is gone */
+        _SWAP_STATE_MAX,
+} SwapState;
 
-/* Lazily detaches the top of target if it is our overlay with the marker id expected_id
- * (finishing a transition a crash interrupted after the swap). */
-int tree_detach_top(const char *target, const char *expected_id, char **ret_message);
+const char *swap_state_to_string(SwapState s);
+
+typedef struct SwapTarget {
+        /* Where: a hierarchy below the root. */
+        int root_fd;
+        const char *rel;  /* "usr" */
+        const char *path; /* "/R/usr", for messages and mountinfo */
+
+        int tree_fd;          /* the new tree (detached), -EBADF: none (our old top just goes) */
+        const Tree *new_tree; /* its record (identity) */
+        const Tree *old;      /* our live tree to replace or detach; NULL: nothing of ours live */
+        /* With old NULL, what the transition planned on top: the mount there (planned_top_id,
+         * 32-bit id) or, with none mounted at the path, the mount containing it. */
+        uint64_t planned_top_id;
+        /* The mounts below, as planned: re-read right before the swap, which stops when they
+         * differ. */
+        const MountChildren *children;
+
+        SwapState state;
+} SwapTarget;
+
+typedef struct SwapOptions {
+        bool mount_beneath;  /* the kernel has MOVE_MOUNT_BENEATH */
+        bool allow_degraded; /* without it: unmount, then mount */
+} SwapOptions;
+
+/* Swaps every target.  Returns 0 when every target reached its end state (REPLACED,
+ * ATTACHED, DETACHED, or UNTOUCHED for those with nothing to do); < 0 with *ret_message
+ * otherwise, each target's state saying what happened to it. */
+int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_message);
+
+/* Lazily detaches the top of a hierarchy if it is the tree t, checked on a pinned fd
+ * immediately before umount2().  -EBUSY with *ret_message when the top is something else. */
+int tree_detach(int root_fd, const char *rel, const char *path, const Tree *t, char **ret_message);
+
+/* Turns a kernel error of a mount operation into words for people. */
+int swap_explain(int r, const char *path, const char *what, char **ret_message);

@@ -20,8 +20,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <json-c/json.h>
+#include <linux/openat2.h>
 #include <libcryptsetup.h>
 #include <openssl/bio.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/pkcs7.h>
@@ -31,6 +33,7 @@
 #include <sys/stat.h>
 
 #include "fd-util.h"
+#include "fileio.h"
 #include "loopdev.h"
 #include "util.h"
 #include "verity.h"
@@ -39,11 +42,19 @@ const char *verity_mode_to_string(VerityMode m) {
         return m == VERITY_DM ? "dm" : m == VERITY_USERSPACE ? "userspace" : "none";
 }
 
+int verity_mode_from_string(const char *s) {
+        for (VerityMode m = VERITY_NONE; m <= VERITY_DM; m++)
+                if (streq(s, verity_mode_to_string(m)))
+                        return m;
+        return -EINVAL;
+}
+
 void verity_source_done(VeritySource *v) {
         free(v->roothash);
         free(v->signature);
         free(v->hash_path);
-        *v = (VeritySource) {};
+        safe_close(v->hash_fd);
+        *v = (VeritySource) { .hash_fd = -EBADF };
 }
 
 void verity_device_done(VerityDevice *d) {
@@ -53,17 +64,6 @@ void verity_device_done(VerityDevice *d) {
                 verity_device_release(d);
         free(d->name);
         d->name = NULL;
-}
-
-static int set_reason(char **ret_reason, int error, const char *fmt, ...) _printf_(3, 4);
-static int set_reason(char **ret_reason, int error, const char *fmt, ...) {
-        va_list ap;
-
-        va_start(ap, fmt);
-        if (vasprintf(ret_reason, fmt, ap) < 0)
-                *ret_reason = NULL;
-        va_end(ap);
-        return error;
 }
 
 int verity_normalize_roothash(const char *in, char **ret) {
@@ -86,54 +86,72 @@ int verity_normalize_roothash(const char *in, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
-int verity_find_sidecars(int dir_fd, const char *dir_path, const char *name, VeritySource *ret, char **ret_reason) {
-        _cleanup_verity_source_ VeritySource v = { .origin = "sidecar files" };
+/* Whether NAME exists below root_fd (resolved inside the root), without opening it. */
+static bool exists_in_root(int root_fd, const char *path) {
+        _cleanup_close_ int fd = openat_resolve(root_fd, path, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        return fd >= 0;
+}
+
+int verity_find_sidecars(int root_fd, const char *dir, const char *dir_display, const char *name, VeritySource *ret,
+                         char **ret_reason) {
+        _cleanup_verity_source_ VeritySource v = { .origin = "sidecar files", .hash_fd = -EBADF };
         _cleanup_free_ char *p_hash = NULL, *p_tree = NULL, *p_sig = NULL, *text = NULL;
         bool have_hash, have_tree, have_sig;
-        struct stat st;
+        mode_t mode = 0;
         int r;
 
-        if (asprintf(&p_hash, "%s.roothash", name) < 0 || asprintf(&p_tree, "%s.verity", name) < 0 ||
-            asprintf(&p_sig, "%s.roothash.p7s", name) < 0)
+        if (asprintf(&p_hash, "%s/%s.roothash", dir, name) < 0 || asprintf(&p_tree, "%s/%s.verity", dir, name) < 0 ||
+            asprintf(&p_sig, "%s/%s.roothash.p7s", dir, name) < 0)
                 return -ENOMEM;
-        have_hash = fstatat(dir_fd, p_hash, &st, 0) == 0;
-        have_tree = fstatat(dir_fd, p_tree, &st, 0) == 0;
-        have_sig = fstatat(dir_fd, p_sig, &st, 0) == 0;
+        have_hash = exists_in_root(root_fd, p_hash);
+        have_tree = exists_in_root(root_fd, p_tree);
+        have_sig = exists_in_root(root_fd, p_sig);
 
         if (!have_hash && !have_tree && !have_sig) {
-                *ret = (VeritySource) {};
+                *ret = (VeritySource) { .hash_fd = -EBADF };
                 return 0;
         }
         if (!have_tree)
-                return set_reason(ret_reason, -EBADMSG, "%s exists but the hash tree %s is missing",
-                                  have_hash ? p_hash : p_sig, p_tree);
+                return set_message(ret_reason, EBADMSG, "%s.%s exists but the hash tree %s.verity is missing", name,
+                                   have_hash ? "roothash" : "roothash.p7s", name);
         if (!have_hash)
-                return set_reason(ret_reason, -EBADMSG, "%s exists but the root hash %s is missing", p_tree, p_hash);
+                return set_message(ret_reason, EBADMSG, "%s.verity exists but the root hash %s.roothash is missing", name,
+                                   name);
 
-        r = read_file_at(dir_fd, p_hash, 4096, &text, NULL);
+        r = read_file_at(root_fd, p_hash, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, 4096, &text, NULL, &mode);
+        if (r == -ENOMEM)
+                return r;
         if (r < 0)
-                return set_reason(ret_reason, -EBADMSG, "cannot read %s: %s", p_hash, strerror(-r));
+                return set_message(ret_reason, EBADMSG, "%s.roothash %s", name, READ_ERROR_STRING(r, mode, 4096));
         r = verity_normalize_roothash(text, &v.roothash);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return set_reason(ret_reason, -EBADMSG, "%s does not hold a hex root hash", p_hash);
+                return set_message(ret_reason, EBADMSG, "%s.roothash does not hold a hex root hash", name);
 
         if (have_sig) {
                 _cleanup_free_ char *sig = NULL;
                 size_t size;
 
-                r = read_file_at(dir_fd, p_sig, 1024 * 1024, &sig, &size);
+                r = read_file_at(root_fd, p_sig, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, 1024 * 1024, &sig, &size, &mode);
+                if (r == -ENOMEM)
+                        return r;
                 if (r < 0)
-                        return set_reason(ret_reason, -EBADMSG, "cannot read %s: %s", p_sig, strerror(-r));
+                        return set_message(ret_reason, EBADMSG, "%s.roothash.p7s %s", name,
+                                           READ_ERROR_STRING(r, mode, 1024 * 1024));
                 v.signature = (uint8_t *) TAKE_PTR(sig);
                 v.signature_size = size;
         }
-        v.hash_path = path_join(dir_path, p_tree);
-        if (!v.hash_path)
+
+        r = open_regular_at(root_fd, p_tree, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, &v.hash_fd, NULL);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return set_message(ret_reason, EBADMSG, "%s.verity %s", name, READ_ERROR_STRING(r, 0, 0));
+        if (asprintf(&v.hash_path, "%s/%s.verity", dir_display, name) < 0)
                 return -ENOMEM;
         *ret = v;
-        v = (VeritySource) {};
+        v = (VeritySource) { .hash_fd = -EBADF };
         return 0;
 }
 
@@ -149,7 +167,7 @@ int verity_parse_signature_json(const char *json, char **ret_roothash, uint8_t *
         if (!o || !json_object_object_get_ex(o, "rootHash", &h) || !json_object_object_get_ex(o, "signature", &s) ||
             !json_object_is_type(h, json_type_string) || !json_object_is_type(s, json_type_string)) {
                 json_object_put(o);
-                return set_reason(ret_reason, -EBADMSG,
+                return set_message(ret_reason, -EBADMSG,
                                   "signature partition is not JSON with \"rootHash\" and \"signature\" strings");
         }
         r = verity_normalize_roothash(json_object_get_string(h), &hash);
@@ -161,9 +179,9 @@ int verity_parse_signature_json(const char *json, char **ret_roothash, uint8_t *
         if (r == -ENOMEM || !sig)
                 return -ENOMEM;
         if (r < 0)
-                return set_reason(ret_reason, -EBADMSG, "signature partition has an invalid rootHash");
+                return set_message(ret_reason, -EBADMSG, "signature partition has an invalid rootHash");
         if (n <= 0)
-                return set_reason(ret_reason, -EBADMSG, "signature partition has an invalid base64 signature");
+                return set_message(ret_reason, -EBADMSG, "signature partition has an invalid base64 signature");
         /* EVP_DecodeBlock counts the padding as data. */
         if (len >= 1 && b64[len - 1] == '=')
                 n--;
@@ -180,87 +198,103 @@ static void x509_stack_free(STACK_OF(X509) **s) {
                 sk_X509_pop_free(*s, X509_free);
 }
 
-int verity_check_signature(const VeritySource *v, const char *cert_dir, char **ret_reason) {
-        __attribute__((cleanup(x509_stack_free))) STACK_OF(X509) *certs = sk_X509_new_null();
-        X509_STORE *store = NULL;
-        PKCS7 *p7 = NULL;
-        BIO *sig_bio = NULL, *data_bio = NULL;
-        const unsigned char *p;
-        DIR *d;
+static void bio_freep(BIO **b) {
+        BIO_free(*b);
+}
+
+static void pkcs7_freep(PKCS7 **p) {
+        PKCS7_free(*p);
+}
+
+static void x509_store_freep(X509_STORE **s) {
+        X509_STORE_free(*s);
+}
+
+/* Reads every PEM certificate of the *.crt and *.pem files in dir (below root_fd). */
+static int load_certificates(int root_fd, const char *dir, STACK_OF(X509) *certs) {
+        _cleanup_closedir_ DIR *d = NULL;
         struct dirent *de;
+        int fd;
+
+        fd = open_directory_at(root_fd, dir, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (fd < 0)
+                return fd;
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return negative_errno();
+        }
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *path = NULL, *pem = NULL;
+                __attribute__((cleanup(bio_freep))) BIO *bio = NULL;
+                size_t size;
+                X509 *x;
+
+                if (de->d_name[0] == '.' || (!endswith(de->d_name, ".crt") && !endswith(de->d_name, ".pem")))
+                        continue;
+                path = path_join(dir, de->d_name);
+                if (!path)
+                        return -ENOMEM;
+                if (read_file_at(root_fd, path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, 1024 * 1024, &pem, &size, NULL) < 0)
+                        continue; /* not a readable regular file: not a certificate */
+                bio = BIO_new_mem_buf(pem, (int) size);
+                if (!bio)
+                        return -ENOMEM;
+                while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)))
+                        if (!sk_X509_push(certs, x))
+                                X509_free(x);
+        }
+        return 0;
+}
+
+int verity_check_signature(const VeritySource *v, int root_fd, const char *cert_dir, const char *cert_display,
+                           char **ret_reason) {
+        __attribute__((cleanup(x509_stack_free))) STACK_OF(X509) *certs = sk_X509_new_null();
+        __attribute__((cleanup(x509_store_freep))) X509_STORE *store = NULL;
+        __attribute__((cleanup(pkcs7_freep))) PKCS7 *p7 = NULL;
+        __attribute__((cleanup(bio_freep))) BIO *data_bio = NULL;
+        const unsigned char *p;
         int r;
 
         if (!certs)
                 return -ENOMEM;
-        d = opendir(cert_dir);
-        if (!d)
-                return set_reason(ret_reason, 0, "no trusted certificates: cannot open %s: %s", cert_dir,
-                                  strerror(errno));
-        while ((de = readdir(d))) {
-                _cleanup_free_ char *path = NULL;
-                FILE *f;
-                X509 *x;
-
-                if (!endswith(de->d_name, ".crt") && !endswith(de->d_name, ".pem"))
-                        continue;
-                path = path_join(cert_dir, de->d_name);
-                if (!path)
-                        break;
-                f = fopen(path, "re");
-                if (!f)
-                        continue;
-                while ((x = PEM_read_X509(f, NULL, NULL, NULL)))
-                        if (!sk_X509_push(certs, x))
-                                X509_free(x);
-                fclose(f);
-        }
-        closedir(d);
+        r = load_certificates(root_fd, cert_dir, certs);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return set_message(ret_reason, 0, "no trusted certificates: cannot open %s: %s", cert_display,
+                                   strerror(-r));
         if (sk_X509_num(certs) == 0)
-                return set_reason(ret_reason, 0, "no trusted certificates (*.crt, *.pem) in %s", cert_dir);
+                return set_message(ret_reason, 0, "no trusted certificates (*.crt, *.pem) in %s", cert_display);
 
         p = v->signature;
         p7 = d2i_PKCS7(NULL, &p, (long) v->signature_size);
         if (!p7)
-                return set_reason(ret_reason, 0, "the signature is not a DER PKCS#7 structure");
+                return set_message(ret_reason, 0, "the signature is not a DER PKCS#7 structure");
 
         store = X509_STORE_new();
         data_bio = BIO_new_mem_buf(v->roothash, (int) strlen(v->roothash));
-        if (!store || !data_bio) {
-                r = -ENOMEM;
-                goto finish;
-        }
+        if (!store || !data_bio)
+                return -ENOMEM;
         /* NOINTERN: the signer must be one of our certificates, not one the signature brings;
          * NOVERIFY: they are trusted as they are (no chain to a CA). */
         if (PKCS7_verify(p7, certs, store, data_bio, NULL, PKCS7_NOINTERN | PKCS7_NOVERIFY | PKCS7_BINARY) == 1)
-                r = 1;
-        else {
-                /* Tell "signed by a stranger" from "signed by us, but not this root hash". */
+                return 1;
+
+        /* Tell "signed by a stranger" from "signed by us, but not this root hash". */
+        {
                 STACK_OF(X509) *signers = PKCS7_get0_signers(p7, certs, PKCS7_NOINTERN);
                 if (signers && sk_X509_num(signers) > 0)
-                        r = set_reason(ret_reason, 0,
-                                       "the signature is by a trusted certificate in %s but does not match the root hash %s",
-                                       cert_dir, v->roothash);
+                        set_message(ret_reason, 0,
+                                    "the signature is by a trusted certificate in %s but does not match the root hash %s",
+                                    cert_display, v->roothash);
                 else
-                        r = set_reason(ret_reason, 0, "the root hash signature was not made by a certificate in %s", cert_dir);
+                        set_message(ret_reason, 0, "the root hash signature was not made by a certificate in %s",
+                                    cert_display);
                 sk_X509_free(signers);
         }
-finish:
-        BIO_free(sig_bio);
-        BIO_free(data_bio);
-        X509_STORE_free(store);
-        PKCS7_free(p7);
-        return r;
-}
-
-bool verity_dm_available(void) {
-        static int cached = -1;
-
-        if (cached < 0) {
-                int fd = open("/dev/mapper/control", O_RDWR | O_CLOEXEC);
-                cached = fd >= 0;
-                safe_close(fd);
-        }
-        return cached;
+        ERR_clear_error();
+        return 0;
 }
 
 static int hex_to_bytes(const char *hex, char **ret, size_t *ret_size) {
@@ -343,27 +377,23 @@ int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char
         };
         _cleanup_free_ char *key = NULL, *name = NULL, *node = NULL, *said = NULL;
         __attribute__((cleanup(loopdev_freep))) LoopDevice *hash_loop = NULL;
-        char data_path[PROC_FD_PATH_MAX], hash_path[32];
-        const char *hash = v->hash_path;
+        char data_path[PROC_FD_PATH_MAX], hash_path[PROC_FD_PATH_MAX + 32];
+        const char *hash = format_proc_fd_path(hash_path, v->hash_fd);
         size_t key_size;
         int r;
 
         *ret = (VerityDevice) { .fd = -EBADF };
         r = hex_to_bytes(v->roothash, &key, &key_size);
         if (r < 0)
-                return r == -ENOMEM ? r : set_reason(ret_reason, -EBADMSG, "invalid root hash");
+                return r == -ENOMEM ? r : set_message(ret_reason, -EBADMSG, "invalid root hash");
 
         if (mode == VERITY_DM) {
                 /* dm-verity needs the hash tree on a block device.  Attach it ourselves,
                  * read-only and autoclear like the data, rather than have libcryptsetup attach
                  * one read-write: the dm table holds it for as long as the device lives. */
-                _cleanup_close_ int hash_fd = open(v->hash_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-
-                if (hash_fd < 0)
-                        return set_reason(ret_reason, -EBADMSG, "cannot open the hash tree %s: %m", v->hash_path);
-                r = loopdev_attach(hash_fd, v->hash_offset, 0, &hash_loop);
+                r = loopdev_attach(v->hash_fd, v->hash_offset, 0, &hash_loop);
                 if (r < 0)
-                        return set_reason(ret_reason, -EBADMSG, "cannot attach the hash tree %s to a loop device: %s",
+                        return set_message(ret_reason, -EBADMSG, "cannot attach the hash tree %s to a loop device: %s",
                                           v->hash_path, strerror(-r));
                 /* libdevmapper resolves the hash device by name, not through /proc/self/fd:
                  * name the node of the device we hold open (it cannot change under us). */
@@ -374,18 +404,18 @@ int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char
 
         r = crypt_init_data_device(&cd, hash, format_proc_fd_path(data_path, data_fd));
         if (r < 0)
-                return set_reason(ret_reason, -EBADMSG, "cannot open the hash tree %s: %s", v->hash_path, strerror(-r));
+                return set_message(ret_reason, -EBADMSG, "cannot open the hash tree %s: %s", v->hash_path, strerror(-r));
         crypt_set_log_callback(cd, collect_crypt_log, &said);
         r = crypt_load(cd, CRYPT_VERITY, &params);
         if (r < 0)
-                return set_reason(ret_reason, -EBADMSG, "no valid verity superblock in %s (from %s): %s", v->hash_path,
+                return set_message(ret_reason, -EBADMSG, "no valid verity superblock in %s (from %s): %s", v->hash_path,
                                   v->origin, said ?: strerror(-r));
 
         if (mode == VERITY_USERSPACE) {
                 /* Reads every data block and every hash block and checks them up to the root. */
                 r = crypt_activate_by_volume_key(cd, NULL, key, key_size, 0);
                 if (r < 0)
-                        return set_reason(ret_reason, -EBADMSG,
+                        return set_message(ret_reason, -EBADMSG,
                                           "verity check failed: the data or the hash tree does not match the root hash (%s)",
                                           said ?: strerror(-r));
                 return 0;
@@ -410,18 +440,21 @@ int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char
         if (r < 0)
                 r = crypt_activate_by_volume_key(cd, name, key, key_size, CRYPT_ACTIVATE_READONLY);
         if (r < 0)
-                return set_reason(ret_reason, -EBADMSG, "cannot open a dm-verity device: %s", said ?: strerror(-r));
+                return set_message(ret_reason, -EBADMSG, "cannot open a dm-verity device: %s", said ?: strerror(-r));
 
         ret->name = TAKE_PTR(name);
         if (asprintf(&node, "/dev/mapper/%s", ret->name) < 0) {
                 verity_device_done(ret);
                 return -ENOMEM;
         }
-        ret->fd = open(node, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        ret->fd = open(node, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        /* From here on the device goes away with its last user, whatever happens to this
+         * process: our fd, and later the mount. */
+        verity_device_release(ret);
         if (ret->fd < 0) {
                 r = negative_errno();
                 verity_device_done(ret);
-                return set_reason(ret_reason, -EBADMSG, "cannot open %s: %s", node, strerror(-r));
+                return set_message(ret_reason, -EBADMSG, "cannot open %s: %s", node, strerror(-r));
         }
         {
                 struct stat st;
@@ -440,9 +473,28 @@ int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char
         if (r < 0) {
                 verity_device_done(ret);
                 if (r == -EIO)
-                        return set_reason(ret_reason, -EBADMSG,
+                        return set_message(ret_reason, -EBADMSG,
                                           "verity check failed: dm-verity found data that does not match the root hash");
-                return set_reason(ret_reason, -EBADMSG, "cannot read the dm-verity device: %s", strerror(-r));
+                return set_message(ret_reason, -EBADMSG, "cannot read the dm-verity device: %s", strerror(-r));
         }
         return 0;
+}
+
+int verity_remove_stale_devices(void) {
+        _cleanup_closedir_ DIR *d = opendir("/dev/mapper");
+        struct dirent *de;
+        int n = 0;
+
+        if (!d)
+                return errno == ENOENT ? 0 : negative_errno();
+        while ((de = readdir(d))) {
+                if (!startswith(de->d_name, "sysextd-"))
+                        continue;
+                /* Deferred: a device in use (a merged image, or one a running transition is
+                 * checking) only gets marked and goes with its last user; an unused one goes
+                 * now. */
+                if (crypt_deactivate_by_name(NULL, de->d_name, CRYPT_DEACTIVATE_DEFERRED) >= 0)
+                        n++;
+        }
+        return n;
 }

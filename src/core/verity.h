@@ -15,12 +15,14 @@ typedef enum VerityMode {
 } VerityMode;
 
 const char *verity_mode_to_string(VerityMode m);
+int verity_mode_from_string(const char *s);
 
 typedef struct VeritySource {
         char *roothash;       /* lowercase hex */
         uint8_t *signature;   /* DER PKCS#7 over the hex root hash, or NULL */
         size_t signature_size;
-        char *hash_path;      /* file (or device) holding the hash tree with its superblock */
+        char *hash_path;      /* file holding the hash tree with its superblock, for messages */
+        int hash_fd;          /* that file, open */
         uint64_t hash_offset; /* byte offset of the verity superblock in it */
         const char *origin;   /* "sidecar files" or "partitions", for messages */
 } VeritySource;
@@ -31,21 +33,22 @@ void verity_source_done(VeritySource *v);
 /* Checks and lowercases a hex root hash (whitespace around it is dropped). */
 int verity_normalize_roothash(const char *in, char **ret);
 
-/* Looks for NAME.roothash, NAME.verity and NAME.roothash.p7s next to the image at dir_fd.
- * Returns 0 with roothash NULL when there are none, -EBADMSG with *ret_reason when the set
- * is incomplete or unreadable. */
-int verity_find_sidecars(int dir_fd, const char *dir_path, const char *name, VeritySource *ret, char **ret_reason);
+/* Looks for NAME.roothash, NAME.verity and NAME.roothash.p7s next to the image, in the
+ * directory 'dir' below root_fd (each resolved inside the root; dir_display names it in
+ * messages).  Returns 0 with roothash NULL when there are none, -EBADMSG with *ret_reason
+ * when the set is incomplete or unreadable. */
+int verity_find_sidecars(int root_fd, const char *dir, const char *dir_display, const char *name, VeritySource *ret,
+                         char **ret_reason);
 
 /* Parses the JSON of a verity signature partition ({"rootHash": ..., "signature": base64}). */
 int verity_parse_signature_json(const char *json, char **ret_roothash, uint8_t **ret_sig, size_t *ret_sig_size,
                                 char **ret_reason);
 
 /* Checks a PKCS#7 signature of the root hash against the certificates (PEM, *.crt or *.pem)
- * in cert_dir.  1: signed by one of them; 0: not (*ret_reason says why); < 0: error. */
-int verity_check_signature(const VeritySource *v, const char *cert_dir, char **ret_reason);
-
-/* Whether this kernel has device-mapper (a /dev/mapper/control we can open). */
-bool verity_dm_available(void);
+ * in the directory cert_dir below root_fd (cert_display names it in messages).  1: signed by
+ * one of them; 0: not (*ret_reason says why); < 0: error. */
+int verity_check_signature(const VeritySource *v, int root_fd, const char *cert_dir, const char *cert_display,
+                           char **ret_reason);
 
 typedef struct VerityDevice {
         int fd;          /* the dm device (VERITY_DM), else -EBADF */
@@ -64,5 +67,9 @@ void verity_device_done(VerityDevice *d);
 int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char *name_hint, VerityDevice *ret,
                  char **ret_reason);
 
-/* Removes a dm device once its last user goes (after the mount took it). */
+/* Removes a dm device once its last user goes (requested right after it is opened). */
 void verity_device_release(VerityDevice *d);
+
+/* Removes dm devices named sysextd-* that nothing holds (left by a process killed before its
+ * deferred removal was requested).  Returns how many went. */
+int verity_remove_stale_devices(void);

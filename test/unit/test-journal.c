@@ -1,54 +1,189 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The journal and the tree records: round trips, and every field validated on read, so no
+ * content of state.json or of a tree record can crash sysextd or be taken for something it
+ * is not. */
+#include <stdio.h>
+
+#include "image-json.h"
 #include "journal.h"
 #include "tests.h"
+#include "tree.h"
 #include "util.h"
+
+#define T1 "0123456789abcdef0123456789abcdef"
+#define T2 "fedcba9876543210fedcba9876543210"
+
+static const char *valid_state(void) {
+        return "{\"version\":2,\"generation\":7,\"config_stamp\":5,\"mount_namespace\":4026531841,\"incomplete\":false,"
+               "\"hierarchies\":[{\"hierarchy\":\"usr\",\"tree\":\"" T1 "\"},{\"hierarchy\":\"opt\",\"tree\":null}],"
+               "\"images\":[{\"name\":\"a\",\"kind\":\"erofs\",\"path\":\"/var/lib/extensions/a.raw\",\"status\":\"compatible\","
+               "\"reason\":null,\"refused_by_policy\":false,\"verity\":\"none\",\"signed\":false,\"fstype\":\"erofs\","
+               "\"hierarchies\":1,\"usr_partition\":false,\"dev\":2049,\"ino\":12,\"size\":4096,\"mtime_sec\":1,"
+               "\"mtime_nsec\":99,\"stamp\":3,\"judged_by\":4}],"
+               "\"pending\":{\"generation\":8,\"transitions\":[{\"hierarchy\":\"usr\",\"old_tree\":\"" T1 "\",\"new_tree\":\"" T2
+               "\"}]}}";
+}
+
+/* Replaces the first occurrence of 'what' in the valid document by 'with' and parses it. */
+static int parse_mutated(const char *what, const char *with) {
+        _cleanup_journal_ Journal j = {};
+        const char *base = valid_state(), *at = strstr(base, what);
+        _cleanup_free_ char *text = NULL;
+
+        if (!at)
+                return 99;
+        if (asprintf(&text, "%.*s%s%s", (int) (at - base), base, with, at + strlen(what)) < 0)
+                return 98;
+        return journal_from_json(text, &j);
+}
+
+static const char *valid_tree(void) {
+        return "{\"id\":\"" T1 "\",\"hierarchy\":\"usr\",\"generation\":3,\"unique_mount_id\":2147483700,"
+               "\"mount_id\":77,\"dev_major\":0,\"dev_minor\":45,\"base_only\":false,\"extensions\":[\"a\",\"b\"],"
+               "\"since\":123}";
+}
+
+static int parse_tree_mutated(const char *what, const char *with) {
+        _cleanup_(tree_done) Tree t = {};
+        const char *base = valid_tree(), *at = strstr(base, what);
+        _cleanup_free_ char *text = NULL;
+
+        if (!at)
+                return 99;
+        if (asprintf(&text, "%.*s%s%s", (int) (at - base), base, with, at + strlen(what)) < 0)
+                return 98;
+        return tree_from_json_string(text, &t);
+}
 
 int main(void) {
         _cleanup_journal_ Journal j = {}, k = {};
         _cleanup_free_ char *text = NULL, *text2 = NULL;
-        JournalHierarchy *h;
 
-        j.generation = 7;
-        CHECK(journal_get_hierarchy(&j, "usr", &h) == 0);
-        h->merged = true;
-        h->id = strdup("00ff");
-        h->since = 1234567;
-        CHECK(strv_extend(&h->extensions, "a") == 0);
-        CHECK(journal_get_hierarchy(&j, "usr", &h) == 0 && j.n_hierarchies == 1);
+        CHECK(journal_from_json(valid_state(), &j) == 0);
+        CHECK(j.generation == 7 && j.config_stamp == 5 && j.mount_ns == 4026531841ULL && !j.incomplete);
+        CHECK(j.n_hierarchies == 2);
+        CHECK_STREQ(journal_find_hierarchy(&j, "usr")->tree, T1);
+        CHECK(journal_find_hierarchy(&j, "opt")->tree == NULL);
+        CHECK(j.images.n == 1 && j.images.images[0].st.st_size == 4096 && j.images.images[0].st.st_mtim.tv_nsec == 99);
+        CHECK(j.images.images[0].kind == IMAGE_EROFS && j.images.images[0].verdict == IMAGE_COMPATIBLE);
+        CHECK(j.pending && j.pending_generation == 8 && j.n_transitions == 1);
+        CHECK_STREQ(j.transitions[0].new_tree, T2);
 
-        j.images = calloc(1, sizeof(JournalImage));
-        j.images[0] = (JournalImage) { .name = strdup("a"), .path = strdup("/var/lib/extensions/a.raw"),
-                                       .kind = strdup("erofs"), .verdict = strdup("compatible"), .dev = 1, .ino = 2,
-                                       .size = 4096, .mtime_nsec = 99 };
-        j.n_images = 1;
-
-        j.pending = true;
-        j.pending_generation = 8;
-        j.transitions = calloc(1, sizeof(JournalTransition));
-        j.transitions[0] = (JournalTransition) { .hierarchy = strdup("usr"), .old_id = strdup("00ff"),
-                                                 .new_id = strdup("11ee"), .old_since = 5 };
-        CHECK(strv_extend(&j.transitions[0].old_extensions, "a") == 0);
-        j.n_transitions = 1;
-
+        /* Round trip is stable. */
         CHECK(journal_to_json(&j, &text) == 0);
         CHECK(journal_from_json(text, &k) == 0);
-        CHECK(k.generation == 7);
-        CHECK(k.n_hierarchies == 1 && k.hierarchies[0].merged && k.hierarchies[0].since == 1234567);
-        CHECK_STREQ(k.hierarchies[0].id, "00ff");
-        CHECK(strv_length(k.hierarchies[0].extensions) == 1);
-        CHECK(k.n_images == 1 && k.images[0].size == 4096 && k.images[0].mtime_nsec == 99);
-        CHECK_STREQ(k.images[0].kind, "erofs");
-        CHECK(k.pending && k.pending_generation == 8 && k.n_transitions == 1);
-        CHECK_STREQ(k.transitions[0].new_id, "11ee");
-        CHECK(k.transitions[0].old_since == 5 && strv_length(k.transitions[0].old_extensions) == 1);
-        /* Round trip is stable. */
         CHECK(journal_to_json(&k, &text2) == 0);
         CHECK_STREQ(text2, text);
 
-        journal_pending_clear(&k);
+        journal_drop_transition(&k, 0);
         CHECK(!k.pending && k.n_transitions == 0);
+        CHECK(journal_set_tree(&k, "srv/app", T2) == 0 && k.n_hierarchies == 3);
+        journal_drop_hierarchy(&k, "srv/app");
+        CHECK(k.n_hierarchies == 2);
 
-        CHECK(journal_from_json("not json", &k) < 0);
-        CHECK(journal_from_json("{\"hierarchies\":[{\"merged\":true}]}", &k) < 0);
+        /* Not a journal at all. */
+        CHECK(journal_from_json("not json", &k) == -EBADMSG);
+        CHECK(journal_from_json("[]", &k) == -EBADMSG);
+        CHECK(journal_from_json("null", &k) == -EBADMSG);
+        CHECK(journal_from_json("{}", &k) == -EBADMSG);
+        CHECK(journal_from_json("", &k) == -EBADMSG);
+        /* The first version's format is not taken for this one. */
+        CHECK(parse_mutated("\"version\":2", "\"version\":1") == -EBADMSG);
+        CHECK(parse_mutated("\"version\":2", "\"version\":\"2\"") == -EBADMSG);
+
+        /* Nulls where strings or numbers must be: the crash of issue 11 and its relatives. */
+        CHECK(parse_mutated("\"name\":\"a\"", "\"name\":null") == -EBADMSG);
+        CHECK(parse_mutated("\"path\":\"/var/lib/extensions/a.raw\"", "\"path\":null") == -EBADMSG);
+        CHECK(parse_mutated("\"kind\":\"erofs\"", "\"kind\":null") == -EBADMSG);
+        CHECK(parse_mutated("\"generation\":7", "\"generation\":null") == -EBADMSG);
+        CHECK(parse_mutated("\"hierarchy\":\"usr\"", "\"hierarchy\":null") == -EBADMSG);
+        CHECK(parse_mutated("\"images\":[", "\"images\":[null,") == -EBADMSG);
+        CHECK(parse_mutated("\"hierarchies\":[", "\"hierarchies\":[null,") == -EBADMSG);
+        CHECK(parse_mutated("\"transitions\":[", "\"transitions\":[null,") == -EBADMSG);
+        /* Wrong types. */
+        CHECK(parse_mutated("\"generation\":7", "\"generation\":\"7\"") == -EBADMSG);
+        CHECK(parse_mutated("\"generation\":7", "\"generation\":-7") == -EBADMSG);
+        CHECK(parse_mutated("\"generation\":7", "\"generation\":7.5") == -EBADMSG);
+        CHECK(parse_mutated("\"incomplete\":false", "\"incomplete\":0") == -EBADMSG);
+        CHECK(parse_mutated("\"signed\":false", "\"signed\":\"no\"") == -EBADMSG);
+        CHECK(parse_mutated("\"size\":4096", "\"size\":-1") == -EBADMSG);
+        CHECK(parse_mutated("\"hierarchies\":1", "\"hierarchies\":4294967296") == -EBADMSG);
+        CHECK(parse_mutated("\"images\":[", "\"images\":{\"x\":[") == -EBADMSG);
+        CHECK(parse_mutated("\"pending\":{", "\"pending\":[{") == -EBADMSG);
+        CHECK(parse_mutated("\"kind\":\"erofs\"", "\"kind\":\"ntfs\"") == -EBADMSG);
+        CHECK(parse_mutated("\"status\":\"compatible\"", "\"status\":\"maybe\"") == -EBADMSG);
+        CHECK(parse_mutated("\"verity\":\"none\"", "\"verity\":\"some\"") == -EBADMSG);
+        /* Missing fields. */
+        CHECK(parse_mutated("\"config_stamp\":5,", "") == -EBADMSG);
+        CHECK(parse_mutated("\"ino\":12,", "") == -EBADMSG);
+        CHECK(parse_mutated(",\"transitions\":[{\"hierarchy\":\"usr\",\"old_tree\":\"" T1 "\",\"new_tree\":\"" T2 "\"}]", "") == -EBADMSG);
+        /* Hierarchies and tree references that could lead anywhere. */
+        CHECK(parse_mutated("\"hierarchy\":\"usr\"", "\"hierarchy\":\"../etc\"") == -EBADMSG);
+        CHECK(parse_mutated("\"hierarchy\":\"usr\"", "\"hierarchy\":\"/usr\"") == -EBADMSG);
+        CHECK(parse_mutated("\"hierarchy\":\"usr\"", "\"hierarchy\":\"\"") == -EBADMSG);
+        CHECK(parse_mutated("\"hierarchy\":\"usr\"", "\"hierarchy\":\"usr/./x\"") == -EBADMSG);
+        CHECK(parse_mutated("\"hierarchy\":\"usr\"", "\"hierarchy\":\"u\\u0001sr\"") == -EBADMSG);
+        CHECK(parse_mutated("\"hierarchy\":\"opt\"", "\"hierarchy\":\"usr\"") == -EBADMSG); /* twice */
+        CHECK(parse_mutated("\"tree\":\"" T1 "\"", "\"tree\":\"../../etc/passwd\"") == -EBADMSG);
+        CHECK(parse_mutated("\"tree\":\"" T1 "\"", "\"tree\":\"0123\"") == -EBADMSG);
+        CHECK(parse_mutated("\"new_tree\":\"" T2 "\"", "\"new_tree\":\"" T1 "x\"") == -EBADMSG);
+        CHECK(parse_mutated("\"new_tree\":\"" T2 "\"", "\"new_tree\":\"0123456789ABCDEF0123456789ABCDEF\"") == -EBADMSG);
+        CHECK(parse_mutated("\"name\":\"a\"", "\"name\":\"a\\u0000b\"") == -EBADMSG);
+        /* Fine variations. */
+        CHECK(parse_mutated("\"reason\":null", "\"reason\":\"broken\"") == 0);
+        CHECK(parse_mutated("\"new_tree\":\"" T2 "\"", "\"new_tree\":null") == 0);
+        CHECK(parse_mutated("\"hierarchy\":\"opt\"", "\"hierarchy\":\"srv/app\"") == 0);
+        CHECK(parse_mutated(",\"pending\":{", ",\"ignored\":{") == 0);
+
+        /* Tree records. */
+        {
+                _cleanup_(tree_done) Tree t = {}, u = {};
+                _cleanup_free_ char *s = NULL;
+
+                CHECK(tree_from_json_string(valid_tree(), &t) == 0);
+                CHECK(t.generation == 3 && t.unique_id == 2147483700ULL && t.mount_id == 77);
+                CHECK(strv_length(t.extensions) == 2);
+                CHECK(tree_to_json_string(&t, &s) == 0);
+                CHECK(tree_from_json_string(s, &u) == 0);
+                CHECK(u.dev == t.dev && streq(u.id, t.id) && streq(u.hierarchy, "usr"));
+        }
+        CHECK(parse_tree_mutated("\"id\":\"" T1 "\"", "\"id\":null") == -EBADMSG);
+        CHECK(parse_tree_mutated("\"id\":\"" T1 "\"", "\"id\":\"../x\"") == -EBADMSG);
+        CHECK(parse_tree_mutated("\"mount_id\":77", "\"mount_id\":0") == -EBADMSG);
+        CHECK(parse_tree_mutated("\"mount_id\":77", "\"mount_id\":4294967296") == -EBADMSG);
+        CHECK(parse_tree_mutated("\"mount_id\":77", "\"mount_id\":null") == -EBADMSG);
+        CHECK(parse_tree_mutated("\"dev_major\":0", "\"dev_major\":99999") == -EBADMSG);
+        CHECK(parse_tree_mutated("\"extensions\":[\"a\",", "\"extensions\":[null,") == -EBADMSG);
+        CHECK(parse_tree_mutated("\"extensions\":[\"a\",", "\"extensions\":[1,") == -EBADMSG);
+        CHECK(parse_tree_mutated("\"hierarchy\":\"usr\"", "\"hierarchy\":\"\"") == -EBADMSG);
+        CHECK(parse_tree_mutated("\"base_only\":false", "\"base_only\":null") == -EBADMSG);
+        CHECK(parse_tree_mutated("\"extensions\":[\"a\",\"b\"]", "\"extensions\":null") == 0);
+        CHECK(tree_from_json_string("[1]", &(Tree) {}) == -EBADMSG);
+
+        /* The image codec: every field of each set, both ways. */
+        {
+                Image img = { .name = (char *) "x", .path = (char *) "/p", .kind = IMAGE_SQUASHFS,
+                              .verdict = IMAGE_REFUSED, .reason = (char *) "bad", .root_fd = -EBADF,
+                              .hierarchies = 3, .stamp = 42 };
+                Image back = {};
+                json_object *o;
+
+                img.st.st_size = 12345;
+                img.st.st_mtim.tv_nsec = 7;
+                o = image_to_json(&img, IMAGE_JSON_JOURNAL);
+                CHECK(o && image_from_json(o, IMAGE_JSON_JOURNAL, &back) == 0);
+                CHECK(back.kind == IMAGE_SQUASHFS && back.verdict == IMAGE_REFUSED && back.hierarchies == 3);
+                CHECK(back.st.st_size == 12345 && back.st.st_mtim.tv_nsec == 7 && back.stamp == 42);
+                CHECK_STREQ(back.reason, "bad");
+                CHECK(back.root_fd < 0);
+                image_done(&back);
+                /* A worker document lacks the journal's "status": not a journal image. */
+                json_object_put(o);
+                o = image_to_json(&img, IMAGE_JSON_WORKER);
+                CHECK(image_from_json(o, IMAGE_JSON_JOURNAL, &back) == -EBADMSG);
+                CHECK(image_from_json(o, IMAGE_JSON_WORKER, &back) == 0);
+                image_done(&back);
+                json_object_put(o);
+        }
         return tap_finish();
 }

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fd-util.h"
+#include "fileio.h"
+
+int open_regular_at(int dir_fd, const char *path, uint64_t resolve, int *ret_fd, struct stat *ret_st) {
+        _cleanup_close_ int pfd = -EBADF;
+        struct stat st;
+        int fd;
+
+        pfd = openat_resolve(dir_fd, path, O_PATH, resolve);
+        if (pfd < 0)
+                return pfd;
+        if (fstat(pfd, &st) < 0)
+                return negative_errno();
+        if (ret_st)
+                *ret_st = st;
+        if (!S_ISREG(st.st_mode))
+                return S_ISDIR(st.st_mode) ? -EISDIR : -EBADFD;
+        fd = fd_reopen(pfd, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+        if (fd < 0)
+                return fd;
+        *ret_fd = fd;
+        return 0;
+}
+
+int read_fd_full(int fd, size_t max_size, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *buf = NULL;
+        size_t n = 0, allocated;
+        struct stat st;
+
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (!S_ISREG(st.st_mode))
+                return S_ISDIR(st.st_mode) ? -EISDIR : -EBADFD;
+        /* The size is only a hint (the file may change while it is read); the cap is enforced
+         * on what is actually read: up to max_size + 1 bytes are read to notice more. */
+        if ((uint64_t) st.st_size > max_size)
+                return -EFBIG;
+        allocated = (size_t) st.st_size + 2;
+        buf = malloc(allocated);
+        if (!buf)
+                return -ENOMEM;
+
+        for (;;) {
+                ssize_t k;
+
+                if (allocated - n < 2) {
+                        size_t want = MIN(allocated * 2, max_size + 2);
+                        char *b;
+
+                        if (want <= allocated)
+                                return -EFBIG;
+                        b = realloc(buf, want);
+                        if (!b)
+                                return -ENOMEM;
+                        buf = b;
+                        allocated = want;
+                }
+                k = read(fd, buf + n, allocated - n - 1);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                if (k == 0)
+                        break;
+                n += k;
+                if (n > max_size)
+                        return -EFBIG;
+        }
+        buf[n] = 0;
+        if (ret_size)
+                *ret_size = n;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+int read_file_at(int dir_fd, const char *path, uint64_t resolve, size_t max_size, char **ret, size_t *ret_size,
+                 mode_t *ret_mode) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st = {};
+        int r;
+
+        r = open_regular_at(dir_fd, path, resolve, &fd, &st);
+        if (ret_mode)
+                *ret_mode = st.st_mode;
+        if (r < 0)
+                return r;
+        return read_fd_full(fd, max_size, ret, ret_size);
+}
+
+int open_directory_at(int dir_fd, const char *path, uint64_t resolve) {
+        /* O_DIRECTORY is checked before the inode is opened: a device node or FIFO fails with
+         * ENOTDIR without its driver ever seeing an open. */
+        return openat_resolve(dir_fd, path, O_RDONLY | O_DIRECTORY | O_NONBLOCK, resolve);
+}
+
+const char *inode_type_name(mode_t mode) {
+        switch (mode & S_IFMT) {
+        case S_IFREG:
+                return "a regular file";
+        case S_IFDIR:
+                return "a directory";
+        case S_IFIFO:
+                return "a FIFO";
+        case S_IFSOCK:
+                return "a socket";
+        case S_IFCHR:
+                return "a character device";
+        case S_IFBLK:
+                return "a block device";
+        case S_IFLNK:
+                return "a symbolic link";
+        default:
+                return "of unknown type";
+        }
+}
+
+const char *read_error_string(int error, mode_t mode, size_t max_size, char *buf, size_t buf_size) {
+        switch (-abs(error)) {
+        case -EISDIR:
+        case -EBADFD:
+                snprintf(buf, buf_size, "is %s, not a regular file", inode_type_name(mode));
+                return buf;
+        case -EFBIG:
+                if (max_size >= 1024 * 1024)
+                        snprintf(buf, buf_size, "is larger than %zu MiB", max_size / (1024 * 1024));
+                else if (max_size >= 1024)
+                        snprintf(buf, buf_size, "is larger than %zu KiB", max_size / 1024);
+                else
+                        snprintf(buf, buf_size, "is larger than %zu bytes", max_size);
+                return buf;
+        case -ELOOP:
+                return "is a symbolic link where none is allowed, or has too many levels of them";
+        case -EXDEV:
+                return "resolves outside of the directory it must stay in";
+        default:
+                return strerror(abs(error));
+        }
+}
+
+int mkdir_p_in_root(int root_fd, const char *path, mode_t mode) {
+        _cleanup_free_ char *p = strdup(path);
+        int fd;
+
+        if (!p)
+                return -ENOMEM;
+        for (char *s = p;; s++) {
+                char c;
+
+                if (*s != '/' && *s != 0)
+                        continue;
+                if (s == p) {
+                        if (*s == 0)
+                                return -EINVAL;
+                        continue;
+                }
+                c = *s;
+                *s = 0;
+                fd = open_directory_at(root_fd, p, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+                if (fd == -ENOENT) {
+                        _cleanup_close_ int parent = -EBADF;
+                        char *slash = strrchr(p, '/');
+                        const char *name = slash ? slash + 1 : p;
+
+                        if (slash) {
+                                *slash = 0;
+                                parent = open_directory_at(root_fd, p, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+                                *slash = '/';
+                        } else {
+                                parent = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+                                if (parent < 0)
+                                        parent = negative_errno();
+                        }
+                        if (parent < 0)
+                                return parent;
+                        if (mkdirat(parent, name, mode) < 0 && errno != EEXIST)
+                                return negative_errno();
+                        fd = open_directory_at(root_fd, p, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+                }
+                if (fd < 0)
+                        return fd;
+                if (c == 0)
+                        return fd;
+                safe_close(fd);
+                *s = c;
+        }
+}

@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Carrying out a plan, in this order:
+ *
+ *   1. stage:  the staging worker builds every new tree off to the side  (nothing visible
+ *              changed; a failure: nothing to undo)
+ *   2. begin:  a record for every new tree (its identity, taken from the detached mount),
+ *              then state.json with the pending record: old and new tree per hierarchy
+ *              (nothing visible changed; a failure: the new records go, nothing else)
+ *   3. swap:   swap.c, all hierarchies or none
+ *   4. commit: state.json with what is live now and the new generation; the records of the
+ *              trees that went are removed
+ * A crash after 2 is resolved by the next start from the pending record (recover.c).  A
+ * commit that cannot be written (a full run/) leaves the pending record of step 2 in place:
+ * the new tree is live, the message says so, and the next start records it.
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/openat2.h>
+#include <string.h>
+
+#include "execute.h"
+#include "fd-util.h"
+#include "kernel.h"
+#include "log.h"
+#include "staging.h"
+#include "swap.h"
+#include "util.h"
+
+#ifdef SYSEXTD_TEST_HOOKS
+#include "testhook.h"
+#endif
+
+typedef struct Work {
+        size_t hierarchy;  /* index into the states */
+        HierarchyAction action;
+        const Tree *old;   /* our live tree */
+        Tree *new_tree;    /* its record, in the journal's list once begun */
+        char *new_id;
+        dev_t *ours;       /* devices of the run of ours on top, top first */
+        size_t n_ours;
+        char **children;   /* mount points below, for the worker */
+        int tree_fd;
+        SwapTarget target;
+} Work;
+
+static void work_done(Work *w) {
+        free(w->new_id);
+        free(w->ours);
+        strv_free(w->children);
+        safe_close(w->tree_fd);
+}
+
+static int images_for_journal(const ImageList *images, ImageList *ret) {
+        ImageList l = {};
+
+        l.images = calloc(images->n ?: 1, sizeof(Image));
+        if (!l.images)
+                return -ENOMEM;
+        for (size_t i = 0; i < images->n; i++) {
+                const Image *s = &images->images[i];
+                Image *d = &l.images[l.n++];
+
+                *d = *s;
+                d->root_fd = -EBADF;
+                d->loop = NULL;
+                d->name = strdup(s->name);
+                d->path = strdup(s->path);
+                d->rel = s->rel ? strdup(s->rel) : NULL;
+                d->reason = s->reason ? strdup(s->reason) : NULL;
+                d->fstype = s->fstype ? strdup(s->fstype) : NULL;
+                if (!d->name || !d->path || (s->rel && !d->rel) || (s->reason && !d->reason) || (s->fstype && !d->fstype)) {
+                        image_list_free(&l);
+                        return -ENOMEM;
+                }
+        }
+        *ret = l;
+        return 0;
+}
+
+static void log_outcome(const SwapTarget *t, HierarchyAction action) {
+        switch (t->state) {
+        case SWAP_ATTACHED:
+        case SWAP_REPLACED:
+                if (action == ACTION_BUILD)
+                        log_info("Merged extensions into '%s'.", t->path);
+                else
+                        log_info("Unmerged extensions from '%s' (an overlay of the base alone stays, to keep the mounts below it).",
+                                 t->path);
+                break;
+        case SWAP_REPLACED_GAP:
+                log_warning("Merged extensions into '%s' in degraded mode (the base was visible for a moment).", t->path);
+                break;
+        case SWAP_DETACHED:
+                log_info("Unmerged extensions from '%s'.", t->path);
+                break;
+        case SWAP_BURIED:
+                log_warning("The new tree for %s could not be taken back (its parent mount does not propagate); it stays, unused and invisible, beneath the live tree.",
+                            t->path);
+                break;
+        default:
+                break;
+        }
+}
+
+static int stage(Engine *e, Work *work, size_t n_work, HierarchyState *states, const Plan *plan, ImageList *images,
+                 bool noexec, uint64_t generation) {
+        StagingRequest reqs[HIERARCHIES_MAX] = {};
+        size_t map[HIERARCHIES_MAX], n_reqs = 0;
+        _cleanup_free_ char *msg = NULL;
+        _cleanup_close_ int staging_fd = -EBADF;
+        int r;
+
+        for (size_t k = 0; k < n_work; k++) {
+                Work *w = &work[k];
+                const HierarchyPlan *hp = &plan->hierarchies[w->hierarchy];
+
+                if (w->action != ACTION_BUILD && w->action != ACTION_BASE)
+                        continue;
+                map[n_reqs] = k;
+                reqs[n_reqs++] = (StagingRequest) {
+                        .target = states[w->hierarchy].path,
+                        .children = w->children,
+                        .layers = hp->layers,
+                        .n_layers = w->action == ACTION_BUILD ? hp->n_layers : 0,
+                        .hierarchy = states[w->hierarchy].name,
+                        .ours = w->ours,
+                        .n_ours = w->n_ours,
+                        .id = w->new_id,
+                        .generation = generation,
+                        .names = w->action == ACTION_BUILD ? hp->names : NULL,
+                        .tree_fd = -EBADF,
+                };
+        }
+        if (n_reqs == 0)
+                return 0;
+
+        if (mkdirat(e->journal_fd, "staging", 0700) < 0 && errno != EEXIST)
+                return engine_fail(e, ENGINE_ERROR_FAILED, errno, "Failed to create %s/%s/staging: %m", e->root, JOURNAL_DIR);
+        staging_fd = openat_resolve(e->journal_fd, "staging", O_PATH | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+        if (staging_fd < 0)
+                return engine_fail(e, ENGINE_ERROR_FAILED, staging_fd, "Failed to open %s/%s/staging: %m", e->root, JOURNAL_DIR);
+
+        r = staging_build(staging_fd, images->images, images->n, reqs, n_reqs, noexec, &msg);
+        if (r < 0)
+                return engine_fail(e, r == -ENOENT || r == -ENOTDIR || r == -EBUSY ? ENGINE_ERROR_FAILED : ENGINE_ERROR_KERNEL_REFUSED,
+                                   r, "%s; nothing was changed.", msg ?: "Failed to build the new tree");
+        for (size_t k = 0; k < n_reqs; k++)
+                work[map[k]].tree_fd = reqs[k].tree_fd;
+        return 0;
+}
+
+/* Adds the new tree records to the journal's list and to disk. */
+static int begin_trees(Engine *e, Journal *j, Work *work, size_t n_work, HierarchyState *states, const Plan *plan,
+                       uint64_t generation) {
+        int r;
+
+        for (size_t k = 0; k < n_work; k++) {
+                Work *w = &work[k];
+                Tree t = {};
+
+                if (w->tree_fd < 0)
+                        continue;
+                t.id = strdup(w->new_id);
+                t.hierarchy = strdup(states[w->hierarchy].name);
+                if (!t.id || !t.hierarchy) {
+                        tree_done(&t);
+                        return -ENOMEM;
+                }
+                t.generation = generation;
+                t.base_only = w->action == ACTION_BASE;
+                t.since = now_realtime_usec();
+                if (!t.base_only) {
+                        char **names = plan->hierarchies[w->hierarchy].names;
+                        STRV_FOREACH(x, names)
+                                if (strv_extend(&t.extensions, *x) < 0) {
+                                        tree_done(&t);
+                                        return -ENOMEM;
+                                }
+                }
+                r = tree_set_identity(&t, w->tree_fd);
+                if (r >= 0)
+                        r = tree_save(e->journal_fd, &t);
+                if (r < 0) {
+                        tree_done(&t);
+                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to record the new tree for %s in %s/%s: %m; nothing was changed.",
+                                           states[w->hierarchy].path, e->root, JOURNAL_DIR);
+                }
+                r = tree_list_add(&j->trees, &t);
+                if (r < 0)
+                        return r;
+                w->new_tree = tree_list_find(&j->trees, w->new_id);
+        }
+        return 0;
+}
+
+static void forget_new_trees(Engine *e, Journal *j, Work *work, size_t n_work) {
+        for (size_t k = 0; k < n_work; k++)
+                if (work[k].new_tree) {
+                        (void) tree_remove(e->journal_fd, work[k].new_id);
+                        tree_list_drop(&j->trees, work[k].new_id);
+                        work[k].new_tree = NULL;
+                }
+}
+
+int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *states, const PlanHierarchy *views,
+                       const Plan *plan, ImageList *images, bool noexec, bool *ret_changed) {
+        Work work[HIERARCHIES_MAX] = {};
+        SwapTarget targets[HIERARCHIES_MAX];
+        size_t n_work = 0;
+        uint64_t generation = j->generation + 1;
+        _cleanup_free_ char *msg = NULL;
+        bool changed = false;
+        int r, swap_r;
+
+        for (size_t i = 0; i < plan->n_hierarchies && n_work < HIERARCHIES_MAX; i++) {
+                const HierarchyPlan *hp = &plan->hierarchies[i];
+                const StackView *v = &views[i].view;
+                Work *w;
+
+                if (hp->action == ACTION_KEEP)
+                        continue;
+                w = &work[n_work++];
+                *w = (Work) { .hierarchy = i, .action = hp->action, .old = v->live, .tree_fd = -EBADF };
+                if (hp->action == ACTION_BUILD || hp->action == ACTION_BASE) {
+                        r = random_hex(TREE_ID_LEN / 2, &w->new_id);
+                        if (r < 0)
+                                goto finish;
+                        /* The worker takes the run of ours off the top, in its namespace, to
+                         * reach the base. */
+                        if (v->live) {
+                                w->n_ours = v->live_index + 1 - v->run_start;
+                                w->ours = calloc(w->n_ours, sizeof(dev_t));
+                                if (!w->ours) {
+                                        r = -ENOMEM;
+                                        goto finish;
+                                }
+                                for (size_t k = 0; k < w->n_ours; k++)
+                                        w->ours[k] = states[i].stack.entries[v->live_index - k].dev;
+                        }
+                        for (size_t k = 0; k < states[i].children.n; k++)
+                                if (strv_extend(&w->children, states[i].children.children[k].path) < 0) {
+                                        r = -ENOMEM;
+                                        goto finish;
+                                }
+                }
+        }
+
+        /* 1. Stage. */
+        r = stage(e, work, n_work, states, plan, images, noexec, generation);
+        if (r < 0)
+                goto finish;
+
+        /* 2. Begin: the new trees' records, then the pending record, before anything visible
+         * changes. */
+        r = begin_trees(e, j, work, n_work, states, plan, generation);
+        if (r < 0) {
+                forget_new_trees(e, j, work, n_work);
+                goto finish;
+        }
+        j->pending = true;
+        j->pending_generation = generation;
+        for (size_t k = 0; k < n_work; k++) {
+                r = journal_add_transition(j, states[work[k].hierarchy].name, work[k].old ? work[k].old->id : NULL,
+                                           work[k].new_id);
+                if (r < 0)
+                        goto finish;
+        }
+        /* The images this transition is made of (none after unmerge: a later refresh merges
+         * again rather than finding them unchanged). */
+        image_list_free(&j->images);
+        if (verb != ENGINE_UNMERGE) {
+                r = images_for_journal(images, &j->images);
+                if (r < 0)
+                        goto finish;
+        }
+        j->incomplete = false;
+        r = mount_namespace_id(&j->mount_ns);
+        if (r >= 0)
+                r = journal_save(e->journal_fd, j);
+        if (r < 0) {
+                r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s/%s: %m; nothing was changed.", e->root,
+                                JOURNAL_DIR, JOURNAL_STATE);
+                forget_new_trees(e, j, work, n_work);
+                goto finish;
+        }
+
+#ifdef SYSEXTD_TEST_HOOKS
+        testhook_point("before-swap", 0);
+#endif
+
+        /* 3. Swap. */
+        for (size_t k = 0; k < n_work; k++) {
+                const HierarchyState *h = &states[work[k].hierarchy];
+
+                targets[k] = (SwapTarget) {
+                        .root_fd = e->root_fd,
+                        .rel = h->name,
+                        .path = h->path,
+                        .tree_fd = work[k].tree_fd,
+                        .new_tree = work[k].new_tree,
+                        .old = work[k].old,
+                        .planned_top_id = h->stack.n > 0 ? h->stack.entries[h->stack.n - 1].id : h->stack.parent.id,
+                        .children = &h->children,
+                };
+        }
+        swap_r = swap_all(targets, n_work, &(SwapOptions) { .mount_beneath = kernel_has_mount_beneath(), .allow_degraded = e->config.allow_degraded },
+                          &msg);
+
+#ifdef SYSEXTD_TEST_HOOKS
+        if (swap_r >= 0)
+                testhook_point("after-swap", 0);
+#endif
+
+        /* 4. Commit what is live now, whatever the swap reached. */
+        for (size_t k = n_work; k > 0; k--) {
+                Work *w = &work[k - 1];
+                SwapTarget *t = &targets[k - 1];
+                const char *name = states[w->hierarchy].name, *now;
+
+                log_outcome(t, w->action);
+                switch (t->state) {
+                case SWAP_ATTACHED:
+                case SWAP_REPLACED:
+                case SWAP_REPLACED_GAP:
+                        now = w->new_id;
+                        changed = true;
+                        break;
+                case SWAP_DETACHED:
+                        now = NULL;
+                        changed = true;
+                        break;
+                case SWAP_COVERED:
+                        /* Keep its pending transition: finished once the foreign mount goes. */
+                        continue;
+                default:
+                        now = w->old ? w->old->id : NULL;
+                        break;
+                }
+                r = journal_set_tree(j, name, now);
+                if (r < 0)
+                        goto finish;
+                journal_drop_transition_of(j, name);
+        }
+        if (changed)
+                j->generation = generation;
+        if (swap_r < 0 && verb != ENGINE_UNMERGE && !changed)
+                /* Nothing changed: the images recorded are not the live ones. */
+                image_list_free(&j->images);
+
+        r = journal_save(e->journal_fd, j);
+        if (r < 0) {
+                if (changed) {
+                        _cleanup_free_ char *where = NULL;
+                        for (size_t k = 0; k < n_work; k++)
+                                if (targets[k].state == SWAP_REPLACED || targets[k].state == SWAP_ATTACHED ||
+                                    targets[k].state == SWAP_REPLACED_GAP || targets[k].state == SWAP_DETACHED) {
+                                        char *s = strjoin3(where ?: "", where ? ", " : "", targets[k].path);
+                                        free(where);
+                                        where = s;
+                                }
+                        r = engine_fail(e, ENGINE_ERROR_FAILED, r,
+                                        "The new tree is live on %s (generation %" PRIu64 "), but recording it in %s/%s/%s failed: %m; it is recorded at the next start.",
+                                        strna(where), generation, e->root, JOURNAL_DIR, JOURNAL_STATE);
+                } else
+                        r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s/%s: %m", e->root, JOURNAL_DIR,
+                                        JOURNAL_STATE);
+                goto finish;
+        }
+        /* The records of the trees that went. */
+        for (size_t k = 0; k < n_work; k++) {
+                SwapTarget *t = &targets[k];
+                _cleanup_free_ char *gone_copy = NULL;
+                const char *gone = NULL;
+
+                if (IN_SET(t->state, SWAP_REPLACED, SWAP_REPLACED_GAP, SWAP_DETACHED))
+                        gone = work[k].old ? work[k].old->id : NULL;
+
+                else if (IN_SET(t->state, SWAP_UNTOUCHED, SWAP_ROLLED_BACK))
+                        gone = work[k].new_tree ? work[k].new_id : NULL;
+                if (!gone)
+                        continue;
+                /* The id belongs to the record that is dropped. */
+                gone_copy = strdup(gone);
+                if (!gone_copy)
+                        continue;
+                (void) tree_remove(e->journal_fd, gone_copy);
+                tree_list_drop(&j->trees, gone_copy);
+        }
+
+        if (swap_r < 0) {
+                bool foreign = swap_r == -EBUSY;
+                r = engine_fail(e, foreign ? ENGINE_ERROR_FOREIGN_MOUNT : ENGINE_ERROR_KERNEL_REFUSED, swap_r, "%s",
+                                msg ?: "Failed to swap in the new tree.");
+                goto finish;
+        }
+        r = 1;
+finish:
+        *ret_changed = changed;
+        for (size_t k = 0; k < n_work; k++)
+                work_done(&work[k]);
+        return r;
+}

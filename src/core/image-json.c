@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <stddef.h>
+#include <string.h>
+
+#include "image-json.h"
+#include "json-util.h"
+#include "util.h"
+
+#define STRING_MAX 8192
+
+typedef enum FieldType {
+        FIELD_STRING,   /* char *, may be NULL ("reason") */
+        FIELD_BOOL,     /* bool */
+        FIELD_UNSIGNED, /* any unsigned integer, by size */
+        FIELD_SIGNED,   /* any signed integer, by size, kept >= 0 */
+        FIELD_KIND,     /* ImageKind as its name */
+        FIELD_VERDICT,  /* ImageVerdict as its name */
+        FIELD_VERITY,   /* VerityMode as its name */
+} FieldType;
+
+#define P IMAGE_JSON_PUBLIC
+#define J IMAGE_JSON_JOURNAL
+#define W IMAGE_JSON_WORKER
+
+static const struct {
+        const char *key;
+        FieldType type;
+        size_t offset, size;
+        ImageJsonSet sets;
+        bool nullable;
+} fields[] = {
+#define F(key, type, member, sets, nullable) { key, type, offsetof(Image, member), sizeof(((Image *) 0)->member), sets, nullable }
+        F("name", FIELD_STRING, name, P | J | W, false),
+        F("kind", FIELD_KIND, kind, P | J | W, false),
+        F("path", FIELD_STRING, path, P | J | W, false),
+        F("status", FIELD_VERDICT, verdict, P | J, false),
+        F("reason", FIELD_STRING, reason, P | J, true),
+        F("refused_by_policy", FIELD_BOOL, refused_by_policy, J, false),
+        F("verity", FIELD_VERITY, verity, P | J | W, false),
+        F("signed", FIELD_BOOL, signed_valid, P | J | W, false),
+        F("fstype", FIELD_STRING, fstype, J | W, true),
+        F("hierarchies", FIELD_UNSIGNED, hierarchies, J | W, false),
+        F("usr_partition", FIELD_BOOL, usr_partition, J | W, false),
+        F("dev", FIELD_UNSIGNED, st.st_dev, J | W, false),
+        F("ino", FIELD_UNSIGNED, st.st_ino, J | W, false),
+        F("size", FIELD_SIGNED, st.st_size, J | W, false),
+        F("mtime_sec", FIELD_SIGNED, st.st_mtim.tv_sec, J | W, false),
+        F("mtime_nsec", FIELD_SIGNED, st.st_mtim.tv_nsec, J | W, false),
+        F("stamp", FIELD_UNSIGNED, stamp, J | W, false),
+        F("judged_by", FIELD_UNSIGNED, judged_by, J | W, false),
+#undef F
+};
+
+#undef P
+#undef J
+#undef W
+
+static uint64_t get_unsigned(const void *p, size_t size) {
+        switch (size) {
+        case 1:
+                return *(const uint8_t *) p;
+        case 2:
+                return *(const uint16_t *) p;
+        case 4:
+                return *(const uint32_t *) p;
+        default:
+                return *(const uint64_t *) p;
+        }
+}
+
+static int64_t get_signed(const void *p, size_t size) {
+        switch (size) {
+        case 1:
+                return *(const int8_t *) p;
+        case 2:
+                return *(const int16_t *) p;
+        case 4:
+                return *(const int32_t *) p;
+        default:
+                return *(const int64_t *) p;
+        }
+}
+
+static bool set_unsigned(void *p, size_t size, uint64_t v) {
+        switch (size) {
+        case 1:
+                if (v > UINT8_MAX)
+                        return false;
+                *(uint8_t *) p = v;
+                return true;
+        case 2:
+                if (v > UINT16_MAX)
+                        return false;
+                *(uint16_t *) p = v;
+                return true;
+        case 4:
+                if (v > UINT32_MAX)
+                        return false;
+                *(uint32_t *) p = v;
+                return true;
+        default:
+                *(uint64_t *) p = v;
+                return true;
+        }
+}
+
+static bool set_signed(void *p, size_t size, uint64_t v) {
+        switch (size) {
+        case 4:
+                if (v > INT32_MAX)
+                        return false;
+                *(int32_t *) p = (int32_t) v;
+                return true;
+        case 8:
+                if (v > INT64_MAX)
+                        return false;
+                *(int64_t *) p = (int64_t) v;
+                return true;
+        default:
+                return false;
+        }
+}
+
+json_object *image_to_json(const Image *img, ImageJsonSet set) {
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
+                const void *p = (const uint8_t *) img + fields[i].offset;
+                json_object *v = NULL;
+
+                if (!(fields[i].sets & set))
+                        continue;
+                switch (fields[i].type) {
+                case FIELD_STRING:
+                        v = json_new_string_or_null(*(char *const *) p);
+                        break;
+                case FIELD_BOOL:
+                        v = json_object_new_boolean(*(const bool *) p);
+                        break;
+                case FIELD_UNSIGNED:
+                        v = json_object_new_uint64(get_unsigned(p, fields[i].size));
+                        break;
+                case FIELD_SIGNED:
+                        v = json_object_new_int64(get_signed(p, fields[i].size));
+                        break;
+                case FIELD_KIND:
+                        v = json_object_new_string(image_kind_to_string(*(const ImageKind *) p));
+                        break;
+                case FIELD_VERDICT:
+                        v = json_object_new_string(image_verdict_to_string(*(const ImageVerdict *) p));
+                        break;
+                case FIELD_VERITY:
+                        v = json_object_new_string(verity_mode_to_string(*(const VerityMode *) p));
+                        break;
+                }
+                json_object_object_add(o, fields[i].key, v);
+        }
+        /* Derived, for people reading the JSON. */
+        if (set & IMAGE_JSON_PUBLIC)
+                json_object_object_add(o, "compatible", json_object_new_boolean(img->verdict == IMAGE_COMPATIBLE));
+        return o;
+}
+
+int image_from_json(json_object *o, ImageJsonSet set, Image *ret) {
+        Image img = { .root_fd = -EBADF };
+        int r = 0;
+
+        if (!o || !json_object_is_type(o, json_type_object))
+                return -EBADMSG;
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(fields); i++) {
+                void *p = (uint8_t *) &img + fields[i].offset;
+                _cleanup_free_ char *s = NULL;
+                uint64_t u;
+                bool b;
+
+                if (!(fields[i].sets & set))
+                        continue;
+                switch (fields[i].type) {
+                case FIELD_STRING:
+                        r = fields[i].nullable ? json_get_string_or_null(o, fields[i].key, STRING_MAX, (char **) p)
+                                               : json_get_string(o, fields[i].key, STRING_MAX, (char **) p);
+                        break;
+                case FIELD_BOOL:
+                        r = json_get_bool(o, fields[i].key, &b);
+                        if (r >= 0)
+                                *(bool *) p = b;
+                        break;
+                case FIELD_UNSIGNED:
+                        r = json_get_u64(o, fields[i].key, &u);
+                        if (r >= 0 && !set_unsigned(p, fields[i].size, u))
+                                r = -EBADMSG;
+                        break;
+                case FIELD_SIGNED:
+                        r = json_get_u64(o, fields[i].key, &u);
+                        if (r >= 0 && !set_signed(p, fields[i].size, u))
+                                r = -EBADMSG;
+                        break;
+                case FIELD_KIND:
+                case FIELD_VERDICT:
+                case FIELD_VERITY: {
+                        int v;
+
+                        r = json_get_string(o, fields[i].key, 64, &s);
+                        if (r < 0)
+                                break;
+                        v = fields[i].type == FIELD_KIND      ? image_kind_from_string(s)
+                            : fields[i].type == FIELD_VERDICT ? image_verdict_from_string(s)
+                                                              : verity_mode_from_string(s);
+                        if (v < 0)
+                                r = -EBADMSG;
+                        else
+                                *(int *) p = v;
+                        break;
+                }
+                }
+        }
+        if (r >= 0 && (isempty(img.name) || isempty(img.path)))
+                r = -EBADMSG;
+        if (r < 0) {
+                image_done(&img);
+                return r == -ENOENT ? -EBADMSG : r;
+        }
+        *ret = img;
+        return 0;
+}
+
+json_object *image_list_to_json(const ImageList *l, ImageJsonSet set) {
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; a && i < l->n; i++)
+                json_object_array_add(a, image_to_json(&l->images[i], set));
+        return a;
+}
+
+int image_list_from_json(json_object *a, ImageJsonSet set, ImageList *ret) {
+        _cleanup_image_list_ ImageList l = {};
+        size_t n;
+        int r;
+
+        if (!a || !json_object_is_type(a, json_type_array))
+                return -EBADMSG;
+        n = json_object_array_length(a);
+        l.images = calloc(n ?: 1, sizeof(Image));
+        if (!l.images)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                r = image_from_json(json_object_array_get_idx(a, i), set, &l.images[l.n]);
+                if (r < 0)
+                        return r;
+                l.n++;
+        }
+        *ret = l;
+        l = (ImageList) {};
+        return 0;
+}

@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Planning a transition, from inspected state to a plan, without I/O.
+ *
+ * Per hierarchy, with L the live tree of ours (stack_analyze()), C "mounts below it or a
+ * buried tree of ours under L" and N "images have content for it":
+ *
+ *   verb     state                 action
+ *   -------+----------------------+--------------------------------------------------------
+ *   any    | ours covered by a    | refused: merge "already merged", refresh and unmerge
+ *          | foreign mount        | "a foreign mount is on top"; nothing is touched
+ *   merge  | L with extensions    | refused: already merged
+ *   merge, | N                    | BUILD (beneath L when there is one, else on top)
+ *   refresh| not N, L extensions  | C ? BASE : DETACH  (refresh: every image is gone)
+ *          | not N, L base only   | C ? KEEP : DETACH
+ *          | not N, no L          | KEEP
+ *   unmerge| L with extensions    | C ? BASE : DETACH
+ *          | L base only          | C ? KEEP : DETACH
+ *          | no L                 | KEEP
+ * Replacing L without MOVE_MOUNT_BENEATH is refused unless degraded mode is allowed.
+ *
+ * Images, for merge and refresh: a refused image fails the transition under --strict; a
+ * refused update of an extension that is live now keeps the current tree (the transition is
+ * refused), unless the refusal is the policy's (the trusted certificates or ImagePolicy=
+ * changed): such an image is taken out, with a note.  A merge without any compatible image
+ * is refused ("no suitable extensions").
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "overlay.h"
+#include "plan.h"
+#include "util.h"
+
+static const char *const action_names[_ACTION_MAX] = {
+        [ACTION_KEEP] = "keep",
+        [ACTION_BUILD] = "build",
+        [ACTION_BASE] = "base",
+        [ACTION_DETACH] = "detach",
+};
+
+const char *hierarchy_action_to_string(HierarchyAction a) {
+        return a >= 0 && a < _ACTION_MAX ? action_names[a] : NULL;
+}
+
+void stack_analyze(const HierarchyState *h, const char *current_tree, StackView *ret) {
+        StackView v = {};
+        size_t n = h->stack.n;
+        ssize_t top_foreign = -1;
+
+        for (size_t i = 0; i < n; i++) {
+                if (h->roles[i] == STACK_OURS)
+                        v.n_ours++;
+                else {
+                        top_foreign = (ssize_t) i;
+                        if (h->roles[i] == STACK_UNRECORDED)
+                                v.n_unrecorded++;
+                }
+        }
+
+        if (v.n_ours == 0) {
+                *ret = v;
+                return;
+        }
+
+        if (top_foreign == (ssize_t) n - 1) {
+                /* A foreign mount on top: ours below it are covered. */
+                for (size_t i = n; i > 0; i--)
+                        if (h->roles[i - 1] == STACK_OURS) {
+                                v.covered = true;
+                                v.covered_tree = h->trees[i - 1];
+                                break;
+                        }
+                *ret = v;
+                return;
+        }
+
+        /* A run of ours at the top, from top_foreign + 1 to n - 1. */
+        v.run_start = (size_t) (top_foreign + 1);
+        {
+                bool ours_below_foreign = false;
+
+                for (ssize_t i = 0; i < top_foreign; i++)
+                        if (h->roles[i] == STACK_OURS)
+                                ours_below_foreign = true;
+                if (ours_below_foreign) {
+                        /* The run hides a foreign mount that covers ours: it goes, and what is
+                         * ours below is covered, as it was before the run was put there. */
+                        v.n_repair = n - v.run_start;
+                        v.covered = true;
+                        for (ssize_t i = top_foreign; i >= 0; i--)
+                                if (h->roles[i] == STACK_OURS) {
+                                        v.covered_tree = h->trees[i];
+                                        break;
+                                }
+                        *ret = v;
+                        return;
+                }
+        }
+
+        /* The intended tree of the run: the journal's, else the newest. */
+        {
+                size_t intended = SIZE_MAX;
+
+                for (size_t i = v.run_start; i < n; i++)
+                        if (current_tree && streq(h->trees[i]->id, current_tree))
+                                intended = i;
+                if (intended == SIZE_MAX)
+                        for (size_t i = v.run_start; i < n; i++)
+                                if (intended == SIZE_MAX || h->trees[i]->generation > h->trees[intended]->generation)
+                                        intended = i;
+                v.live = h->trees[intended];
+                v.live_index = intended;
+                v.n_repair = n - 1 - intended;
+                v.n_buried = intended - v.run_start;
+        }
+        *ret = v;
+}
+
+void plan_done(Plan *p) {
+        for (size_t i = 0; i < p->n_hierarchies; i++) {
+                free(p->hierarchies[i].layers);
+                strv_free(p->hierarchies[i].names);
+        }
+        free(p->hierarchies);
+        free(p->message);
+        strv_free(p->dropped);
+        *p = (Plan) {};
+}
+
+static int refuse(Plan *p, EngineError kind, int error, const char *fmt, ...) _printf_(4, 5);
+static int refuse(Plan *p, EngineError kind, int error, const char *fmt, ...) {
+        va_list ap;
+
+        free(p->message);
+        va_start(ap, fmt);
+        if (vasprintf(&p->message, fmt, ap) < 0)
+                p->message = NULL;
+        va_end(ap);
+        p->error = kind;
+        p->errno_value = error;
+        return p->message ? 0 : -ENOMEM;
+}
+
+static bool live_has_extension(const PlanInput *in, const char *name) {
+        for (size_t i = 0; i < in->n_hierarchies; i++) {
+                const Tree *t = in->hierarchies[i].view.live;
+                if (t && !t->base_only && strv_contains(t->extensions, name))
+                        return true;
+        }
+        return false;
+}
+
+bool plan_images_unchanged(const ImageList *l, const ImageList *recorded) {
+        /* Same files with the same identity give the same verdicts.  Directories are compared
+         * by a stamp over every entry in them, so an edit inside one is noticed. */
+        if (l->n != recorded->n)
+                return false;
+        for (size_t i = 0; i < l->n; i++) {
+                const Image *img = &l->images[i];
+                bool found = false;
+
+                for (size_t k = 0; k < recorded->n && !found; k++) {
+                        const Image *m = &recorded->images[k];
+                        found = streq(m->name, img->name) && streq(m->path, img->path) && m->st.st_dev == img->st.st_dev &&
+                                m->st.st_ino == img->st.st_ino && m->st.st_size == img->st.st_size &&
+                                m->st.st_mtim.tv_sec == img->st.st_mtim.tv_sec &&
+                                m->st.st_mtim.tv_nsec == img->st.st_mtim.tv_nsec && m->stamp == img->stamp;
+                }
+                if (!found)
+                        return false;
+        }
+        return true;
+}
+
+static int check_images(const PlanInput *in, Plan *p) {
+        size_t n_compatible = 0, n_refused = 0, n_incompatible = 0;
+
+        for (size_t i = 0; i < in->images->n; i++) {
+                const Image *img = &in->images->images[i];
+
+                if (img->verdict == IMAGE_COMPATIBLE)
+                        n_compatible++;
+                else if (img->verdict == IMAGE_REFUSED)
+                        n_refused++;
+                else
+                        n_incompatible++;
+        }
+
+        for (size_t i = 0; in->strict && i < in->images->n; i++) {
+                const Image *img = &in->images->images[i];
+                if (img->verdict == IMAGE_REFUSED)
+                        return refuse(p, ENGINE_ERROR_IMAGE_REFUSED, EBADMSG,
+                                      "Image %s was refused (%s); strict mode, nothing was changed.", img->path,
+                                      strna(img->reason));
+        }
+
+        /* A broken update of an extension that is live now must not silently drop it from
+         * the tree: keep the current tree and say why.  One that the policy no longer allows
+         * is taken out. */
+        for (size_t i = 0; in->verb == ENGINE_REFRESH && i < in->images->n; i++) {
+                const Image *img = &in->images->images[i];
+                char *note;
+
+                if (img->verdict != IMAGE_REFUSED || !live_has_extension(in, img->name))
+                        continue;
+                if (!img->refused_by_policy)
+                        return refuse(p, ENGINE_ERROR_IMAGE_REFUSED, EBADMSG,
+                                      "Image %s was refused (%s); extension '%s' is merged now, so the current tree stays as it is.",
+                                      img->path, strna(img->reason), img->name);
+                if (asprintf(&note, "Image %s no longer passes the image policy (%s); extension '%s' is taken out of the merged tree.",
+                             img->path, strna(img->reason), img->name) < 0 ||
+                    strv_push(&p->dropped, note) < 0)
+                        return -ENOMEM;
+        }
+
+        if (n_compatible == 0 && in->verb == ENGINE_MERGE)
+                return refuse(p, ENGINE_ERROR_NO_IMAGES, ENOENT,
+                              "No suitable extensions found (%zu incompatible, %zu refused); nothing was merged.",
+                              n_incompatible, n_refused);
+        return 0;
+}
+
+static int plan_layers(const PlanInput *in, size_t h, HierarchyPlan *hp) {
+        hp->layers = calloc(in->images->n + 1, sizeof(size_t));
+        if (!hp->layers)
+                return -ENOMEM;
+        for (size_t k = in->images->n; k > 0; k--) {
+                const Image *img = &in->images->images[k - 1];
+                if (img->verdict == IMAGE_COMPATIBLE && (img->hierarchies & (1u << h)))
+                        hp->layers[hp->n_layers++] = k - 1;
+        }
+        hp->names = calloc(hp->n_layers + 1, sizeof(char *));
+        if (!hp->names)
+                return -ENOMEM;
+        for (size_t k = 0; k < hp->n_layers; k++) {
+                hp->names[k] = strdup(in->images->images[hp->layers[hp->n_layers - 1 - k]].name);
+                if (!hp->names[k])
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+/* The refusals that follow from the stacks alone, before any image is looked at. */
+static int check_stacks(const PlanInput *in, Plan *p) {
+        for (size_t i = 0; i < in->n_hierarchies; i++) {
+                const PlanHierarchy *h = &in->hierarchies[i];
+
+                /* Covered hierarchies: nothing can be done under a foreign mount. */
+                if (!h->view.covered)
+                        continue;
+                if (in->verb == ENGINE_MERGE)
+                        return refuse(p, ENGINE_ERROR_ALREADY_MERGED, EBUSY,
+                                      "Extensions are already merged into %s, below a foreign mount; nothing was changed.",
+                                      h->state->path);
+                return refuse(p, ENGINE_ERROR_FOREIGN_MOUNT, EBUSY,
+                              "A foreign mount is on top of sysextd's tree on %s; refusing to touch it. Unmount it first.",
+                              h->state->path);
+        }
+        if (in->verb == ENGINE_MERGE)
+                for (size_t i = 0; i < in->n_hierarchies; i++) {
+                        const Tree *live = in->hierarchies[i].view.live;
+                        if (live && !live->base_only)
+                                return refuse(p, ENGINE_ERROR_ALREADY_MERGED, EBUSY,
+                                              "Extensions are already merged into %s; use 'sysextd refresh' to update them or 'sysextd unmerge' first.",
+                                              in->hierarchies[i].state->path);
+                }
+        return 0;
+}
+
+int plan_check(const PlanInput *in, Plan *ret) {
+        Plan p = {};
+        int r = check_stacks(in, &p);
+
+        if (r < 0) {
+                plan_done(&p);
+                return r;
+        }
+        *ret = p;
+        return 0;
+}
+
+int plan_transition(const PlanInput *in, Plan *ret) {
+        _cleanup_(plan_done) Plan p = {};
+        int r;
+
+        p.hierarchies = calloc(in->n_hierarchies ?: 1, sizeof(HierarchyPlan));
+        if (!p.hierarchies)
+                return -ENOMEM;
+        p.n_hierarchies = in->n_hierarchies;
+
+        r = check_stacks(in, &p);
+        if (r < 0 || p.error != ENGINE_OK)
+                goto finish;
+
+        if (in->verb != ENGINE_UNMERGE) {
+                if (in->verb == ENGINE_REFRESH && in->unchanged && !in->force) {
+                        *ret = p;
+                        p = (Plan) {};
+                        return 0; /* nothing to do */
+                }
+                r = check_images(in, &p);
+                if (r < 0 || p.error != ENGINE_OK)
+                        goto finish;
+        }
+
+        for (size_t i = 0; i < in->n_hierarchies; i++) {
+                const PlanHierarchy *h = &in->hierarchies[i];
+                HierarchyPlan *hp = &p.hierarchies[i];
+                const Tree *live = h->view.live;
+                bool carry = h->state->children.n > 0 || h->view.n_buried > 0;
+
+                if (!h->state->exists)
+                        continue;
+                if (in->verb != ENGINE_UNMERGE) {
+                        r = plan_layers(in, i, hp);
+                        if (r < 0)
+                                return r;
+                        if (hp->n_layers > OVERLAY_LAYERS_MAX - 2) {
+                                r = refuse(&p, ENGINE_ERROR_IMAGE_REFUSED, E2BIG,
+                                           "Too many extensions for %s: %zu, overlayfs allows at most %d.", h->state->path,
+                                           hp->n_layers, OVERLAY_LAYERS_MAX - 2);
+                                goto finish;
+                        }
+                }
+
+                if (hp->n_layers > 0)
+                        hp->action = ACTION_BUILD;
+                else if (live && !live->base_only)
+                        hp->action = carry ? ACTION_BASE : ACTION_DETACH;
+                else if (live)
+                        hp->action = carry ? ACTION_KEEP : ACTION_DETACH;
+                else
+                        hp->action = ACTION_KEEP;
+                hp->replace = live && hp->action != ACTION_KEEP && hp->action != ACTION_DETACH;
+
+                if (hp->replace && !in->mount_beneath && !in->allow_degraded) {
+                        r = refuse(&p, ENGINE_ERROR_KERNEL_REFUSED, EOPNOTSUPP,
+                                   "This kernel cannot mount beneath %s (MOVE_MOUNT_BENEATH needs Linux 6.5); refusing a refresh that would expose the base. Set DegradedMode=unmount-mount in sysextd.conf to accept that.",
+                                   h->state->path);
+                        goto finish;
+                }
+                if (hp->action != ACTION_KEEP)
+                        p.any_work = true;
+        }
+        r = 0;
+finish:
+        if (r < 0)
+                return r;
+        *ret = p;
+        p = (Plan) {};
+        return 0;
+}

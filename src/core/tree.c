@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/openat2.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+#include "fd-util.h"
+#include "fileio.h"
+#include "json-util.h"
+#include "kernel.h"
+#include "overlay.h"
+#include "tree.h"
+#include "util.h"
+
+#define TREE_FILE_MAX (64 * 1024)
+#define TREE_EXTENSIONS_MAX 4096
+#define NAME_MAX_LEN 255
+
+void tree_done(Tree *t) {
+        free(t->id);
+        free(t->hierarchy);
+        strv_free(t->extensions);
+        *t = (Tree) {};
+}
+
+void tree_list_done(TreeList *l) {
+        for (size_t i = 0; i < l->n; i++) {
+                tree_done(l->trees[i]);
+                free(l->trees[i]);
+        }
+        free(l->trees);
+        *l = (TreeList) {};
+}
+
+static char **strv_copy(char *const *l) {
+        char **c = calloc(strv_length(l) + 1, sizeof(char *));
+        size_t i = 0;
+
+        if (!c)
+                return NULL;
+        STRV_FOREACH(s, l) {
+                c[i] = strdup(*s);
+                if (!c[i]) {
+                        strv_free(c);
+                        return NULL;
+                }
+                i++;
+        }
+        return c;
+}
+
+int tree_copy(const Tree *t, Tree *ret) {
+        Tree c = *t;
+
+        c.id = strdup(t->id);
+        c.hierarchy = strdup(t->hierarchy);
+        c.extensions = t->extensions ? strv_copy(t->extensions) : NULL;
+        if (!c.id || !c.hierarchy || (t->extensions && !c.extensions)) {
+                tree_done(&c);
+                return -ENOMEM;
+        }
+        *ret = c;
+        return 0;
+}
+
+static bool tree_id_valid(const char *id) {
+        if (!id || strlen(id) != TREE_ID_LEN)
+                return false;
+        for (const char *c = id; *c; c++)
+                if (!strchr("0123456789abcdef", *c))
+                        return false;
+        return true;
+}
+
+int tree_to_json_string(const Tree *t, char **ret) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        const char *s;
+
+        if (!o)
+                return -ENOMEM;
+        json_object_object_add(o, "id", json_object_new_string(t->id));
+        json_object_object_add(o, "hierarchy", json_object_new_string(t->hierarchy));
+        json_object_object_add(o, "generation", json_object_new_uint64(t->generation));
+        json_object_object_add(o, "unique_mount_id", json_object_new_uint64(t->unique_id));
+        json_object_object_add(o, "mount_id", json_object_new_uint64(t->mount_id));
+        json_object_object_add(o, "dev_major", json_object_new_uint64(major(t->dev)));
+        json_object_object_add(o, "dev_minor", json_object_new_uint64(minor(t->dev)));
+        json_object_object_add(o, "base_only", json_object_new_boolean(t->base_only));
+        json_object_object_add(o, "extensions", json_new_strv(t->extensions));
+        json_object_object_add(o, "since", json_object_new_uint64(t->since));
+        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+        *ret = s ? strdup(s) : NULL;
+        return *ret ? 0 : -ENOMEM;
+}
+
+int tree_from_json_string(const char *text, Tree *ret) {
+        _cleanup_json_ json_object *o = json_parse_object(text);
+        _cleanup_(tree_done) Tree t = {};
+        uint64_t maj, mnr;
+
+        if (!o)
+                return -EBADMSG;
+        if (json_get_string(o, "id", TREE_ID_LEN, &t.id) < 0 || !tree_id_valid(t.id) ||
+            json_get_string(o, "hierarchy", 4096, &t.hierarchy) < 0 || isempty(t.hierarchy) ||
+            json_get_u64(o, "generation", &t.generation) < 0 || json_get_u64(o, "unique_mount_id", &t.unique_id) < 0 ||
+            json_get_u64(o, "mount_id", &t.mount_id) < 0 || t.mount_id == 0 || t.mount_id > UINT32_MAX ||
+            json_get_u64(o, "dev_major", &maj) < 0 || json_get_u64(o, "dev_minor", &mnr) < 0 || maj > 0xfff ||
+            mnr > 0xfffff || json_get_bool(o, "base_only", &t.base_only) < 0 ||
+            json_get_strv(o, "extensions", TREE_EXTENSIONS_MAX, NAME_MAX_LEN, &t.extensions) < 0 ||
+            json_get_u64(o, "since", &t.since) < 0)
+                return -EBADMSG;
+        t.dev = makedev(maj, mnr);
+        *ret = t;
+        t = (Tree) {};
+        return 0;
+}
+
+static int trees_dir_open(int journal_dir_fd, bool create) {
+        int fd = open_directory_at(journal_dir_fd, TREES_DIR, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+
+        if (fd == -ENOENT && create) {
+                if (mkdirat(journal_dir_fd, TREES_DIR, 0700) < 0 && errno != EEXIST)
+                        return negative_errno();
+                fd = open_directory_at(journal_dir_fd, TREES_DIR, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+        }
+        return fd;
+}
+
+int tree_save(int journal_dir_fd, const Tree *t) {
+        _cleanup_close_ int dfd = -EBADF;
+        _cleanup_free_ char *text = NULL, *name = NULL;
+        int r;
+
+        if (!tree_id_valid(t->id))
+                return -EINVAL;
+        dfd = trees_dir_open(journal_dir_fd, true);
+        if (dfd < 0)
+                return dfd;
+        r = tree_to_json_string(t, &text);
+        if (r < 0)
+                return r;
+        name = strjoin3(t->id, ".json", "");
+        if (!name)
+                return -ENOMEM;
+        return write_file_atomic_at(dfd, name, text, 0600);
+}
+
+int tree_remove(int journal_dir_fd, const char *id) {
+        _cleanup_close_ int dfd = -EBADF;
+        _cleanup_free_ char *name = NULL;
+
+        if (!tree_id_valid(id))
+                return -EINVAL;
+        dfd = trees_dir_open(journal_dir_fd, false);
+        if (dfd == -ENOENT)
+                return 0;
+        if (dfd < 0)
+                return dfd;
+        name = strjoin3(id, ".json", "");
+        if (!name)
+                return -ENOMEM;
+        if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+                return negative_errno();
+        return 0;
+}
+
+Tree *tree_list_find(TreeList *l, const char *id) {
+        for (size_t i = 0; id && i < l->n; i++)
+                if (streq(l->trees[i]->id, id))
+                        return l->trees[i];
+        return NULL;
+}
+
+int tree_list_add(TreeList *l, Tree *t) {
+        Tree **n = realloc(l->trees, sizeof(Tree *) * (l->n + 1)), *c;
+
+        if (!n)
+                return -ENOMEM;
+        l->trees = n;
+        c = malloc(sizeof(Tree));
+        if (!c)
+                return -ENOMEM;
+        *c = *t;
+        *t = (Tree) {};
+        l->trees[l->n++] = c;
+        return 0;
+}
+
+void tree_list_drop(TreeList *l, const char *id) {
+        for (size_t i = 0; i < l->n; i++)
+                if (streq(l->trees[i]->id, id)) {
+                        tree_done(l->trees[i]);
+                        free(l->trees[i]);
+                        memmove(&l->trees[i], &l->trees[i + 1], sizeof(Tree *) * (l->n - i - 1));
+                        l->n--;
+                        return;
+                }
+}
+
+int tree_list_load(int journal_dir_fd, TreeList *ret, unsigned *ret_n_corrupt) {
+        _cleanup_(tree_list_done) TreeList l = {};
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        unsigned n_corrupt = 0;
+        int dfd, r;
+
+        dfd = trees_dir_open(journal_dir_fd, false);
+        if (dfd == -ENOENT) {
+                *ret = (TreeList) {};
+                if (ret_n_corrupt)
+                        *ret_n_corrupt = 0;
+                return 0;
+        }
+        if (dfd < 0)
+                return dfd;
+        d = fdopendir(dfd);
+        if (!d) {
+                safe_close(dfd);
+                return negative_errno();
+        }
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *text = NULL, *id = NULL;
+                _cleanup_(tree_done) Tree t = {};
+                const char *suffix;
+
+                suffix = endswith(de->d_name, ".json") ? de->d_name + strlen(de->d_name) - 5 : NULL;
+                if (de->d_name[0] == '.' || !suffix)
+                        continue;
+                id = strndup(de->d_name, suffix - de->d_name);
+                if (!id)
+                        return -ENOMEM;
+                r = read_file_at(dirfd(d), de->d_name, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, TREE_FILE_MAX, &text,
+                                 NULL, NULL);
+                if (r == -ENOMEM)
+                        return r;
+                if (r >= 0)
+                        r = tree_from_json_string(text, &t);
+                if (r >= 0 && (!streq(t.id, id) || tree_list_find(&l, t.id)))
+                        r = -EBADMSG;
+                if (r < 0) {
+                        _cleanup_free_ char *aside = strjoin3(de->d_name, ".corrupt", "");
+                        if (aside)
+                                (void) renameat(dirfd(d), de->d_name, dirfd(d), aside);
+                        n_corrupt++;
+                        continue;
+                }
+                r = tree_list_add(&l, &t);
+                if (r < 0)
+                        return r;
+        }
+        *ret = l;
+        l = (TreeList) {};
+        if (ret_n_corrupt)
+                *ret_n_corrupt = n_corrupt;
+        return 0;
+}
+
+int tree_set_identity(Tree *t, int tree_fd) {
+        MountIdentity m;
+        int r;
+
+        r = mount_identity_of_fd(tree_fd, &m);
+        if (r < 0)
+                return r;
+        if (!m.is_root || !m.overlay)
+                return -EINVAL;
+        t->unique_id = m.unique_id;
+        t->mount_id = m.id;
+        t->dev = m.dev;
+        return 0;
+}
+
+bool tree_matches_entry(const Tree *t, const MountEntry *e, uint64_t unique_id) {
+        if (e->id != t->mount_id || e->dev != t->dev || !streq_ptr(e->fstype, "overlay") ||
+            !streq_ptr(e->source, OVERLAY_SOURCE))
+                return false;
+        return unique_id == 0 || t->unique_id == 0 || unique_id == t->unique_id;
+}
+
+int tree_check_fd(const Tree *t, int fd, char **ret_reason) {
+        MountIdentity m;
+        MountEntry e = {};
+        int r;
+
+        r = mount_identity_of_fd(fd, &m);
+        if (r < 0)
+                return r;
+        if (!m.is_root) {
+                set_message(ret_reason, 0, "not the root of a mount");
+                return 0;
+        }
+        if (t->unique_id != 0) {
+                if (m.unique_id != t->unique_id || m.dev != t->dev) {
+                        set_message(ret_reason, 0, "mount %" PRIu64 " on device %u:%u, not sysextd's tree %s (mount %" PRIu64 " on %u:%u)",
+                                    m.unique_id, major(m.dev), minor(m.dev), t->id, t->unique_id, major(t->dev),
+                                    minor(t->dev));
+                        return 0;
+                }
+                return 1;
+        }
+        /* No unique ids on this kernel: the 32-bit id, the device, and what mountinfo says of
+         * that id. */
+        if (m.id != t->mount_id || m.dev != t->dev || !m.overlay) {
+                set_message(ret_reason, 0, "mount %" PRIu64 " on device %u:%u, not sysextd's tree %s (mount %" PRIu64 " on %u:%u)",
+                            m.id, major(m.dev), minor(m.dev), t->id, t->mount_id, major(t->dev), minor(t->dev));
+                return 0;
+        }
+        r = mountinfo_find(m.id, &e);
+        if (r == -ENOENT) {
+                set_message(ret_reason, 0, "mount %" PRIu64 " is not in the mount table", m.id);
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        r = tree_matches_entry(t, &e, 0);
+        if (!r)
+                set_message(ret_reason, 0, "a mount of %s from '%s', not sysextd's tree %s", e.fstype, e.source, t->id);
+        mount_entry_done(&e);
+        return r;
+}
+
+const char *tree_proof_string(void) {
+        return kernel_has(KERNEL_UNIQUE_MOUNT_ID) ? "unique mount id" : "mount id, device and source";
+}

@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The bus interface of the daemon, org.sysextd1(5): the vtable, the methods, the properties
+ * and the signal, in the manner of systemd's timedated.  Every string that goes on the bus
+ * passes string_safe(): valid UTF-8 without control characters, whatever an image's file name
+ * or a reason held, so that no reply can fail to be sent.
+ */
+#include <string.h>
+
+#include "bus-api.h"
+#include "json-util.h"
+#include "kernel.h"
+#include "log.h"
+#include "manager.h"
+#include "util.h"
+
+/* Appends s made safe for the bus. */
+static int append_string(sd_bus_message *m, const char *s) {
+        _cleanup_free_ char *buf = NULL;
+        return sd_bus_message_append_basic(m, 's', string_safe(s ?: "", &buf));
+}
+
+static int append_strv(sd_bus_message *m, char *const *l) {
+        int r = sd_bus_message_open_container(m, 'a', "s");
+
+        STRV_FOREACH(s, l)
+                if (r >= 0)
+                        r = append_string(m, *s);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        return r;
+}
+
+static const char *error_name(EngineError kind) {
+        switch (kind) {
+        case ENGINE_ERROR_NO_IMAGES:
+                return SYSEXTD_ERROR_NO_IMAGES;
+        case ENGINE_ERROR_ALREADY_MERGED:
+                return SYSEXTD_ERROR_ALREADY_MERGED;
+        case ENGINE_ERROR_IMAGE_REFUSED:
+                return SYSEXTD_ERROR_IMAGE_REFUSED;
+        case ENGINE_ERROR_KERNEL_REFUSED:
+                return SYSEXTD_ERROR_KERNEL_REFUSED;
+        case ENGINE_ERROR_FOREIGN_MOUNT:
+                return SYSEXTD_ERROR_FOREIGN_MOUNT;
+        case ENGINE_ERROR_BUSY:
+                return SYSEXTD_ERROR_BUSY;
+        default:
+                return SYSEXTD_ERROR_FAILED;
+        }
+}
+
+static const char *doc_string(json_object *doc, const char *key) {
+        json_object *v;
+        return json_object_object_get_ex(doc, key, &v) && json_object_is_type(v, json_type_string) ? json_object_get_string(v)
+                                                                                                : NULL;
+}
+
+static int doc_int(json_object *doc, const char *key, int fallback) {
+        json_object *v;
+        return json_object_object_get_ex(doc, key, &v) && json_object_is_type(v, json_type_int) ? json_object_get_int(v)
+                                                                                             : fallback;
+}
+
+static bool doc_bool(json_object *doc, const char *key) {
+        json_object *v;
+        return json_object_object_get_ex(doc, key, &v) && json_object_is_type(v, json_type_boolean) &&
+               json_object_get_boolean(v);
+}
+
+int bus_reply_failure(sd_bus_message *request, json_object *doc, const char *fallback) {
+        _cleanup_free_ char *buf = NULL;
+        const char *text = doc_string(doc, "error");
+        int kind = doc_int(doc, "kind", ENGINE_ERROR_FAILED);
+
+        if (kind < 0 || kind >= _ENGINE_ERROR_MAX)
+                kind = ENGINE_ERROR_FAILED;
+        return sd_bus_reply_method_errorf(request, error_name(kind), "%s", string_safe(isempty(text) ? fallback : text, &buf));
+}
+
+int bus_reply_transition(sd_bus_message *request, json_object *doc) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        json_object *msgs, *v;
+        uint64_t generation = 0;
+        int r;
+
+        if (doc_int(doc, "r", -1) < 0)
+                return bus_reply_failure(request, doc, "The transition failed.");
+
+        (void) json_get_u64(doc, "generation", &generation);
+        r = sd_bus_message_new_method_return(request, &reply);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "tb", generation, doc_bool(doc, "changed"));
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(us)");
+        msgs = json_get_array(doc, "messages");
+        for (size_t i = 0; r >= 0 && msgs && i < json_object_array_length(msgs); i++) {
+                json_object *e = json_object_array_get_idx(msgs, i);
+
+                if (!json_object_is_type(e, json_type_array) || json_object_array_length(e) != 2)
+                        continue;
+                v = json_object_array_get_idx(e, 1);
+                r = sd_bus_message_open_container(reply, 'r', "us");
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "u", (uint32_t) json_object_get_int(json_object_array_get_idx(e, 0)));
+                if (r >= 0)
+                        r = append_string(reply, json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "");
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
+}
+
+int bus_reply_list(sd_bus_message *request, json_object *doc) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        json_object *images;
+        int r;
+
+        if (doc_int(doc, "r", -1) < 0)
+                return bus_reply_failure(request, doc, "Listing images failed.");
+
+        r = sd_bus_message_new_method_return(request, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', SYSEXTD_IMAGE_STRUCT);
+        images = json_get_array(doc, "images");
+        for (size_t i = 0; r >= 0 && images && i < json_object_array_length(images); i++) {
+                json_object *e = json_object_array_get_idx(images, i);
+
+                r = sd_bus_message_open_container(reply, 'r', "ssssssb");
+                if (r >= 0)
+                        r = append_string(reply, doc_string(e, "name"));
+                if (r >= 0)
+                        r = append_string(reply, doc_string(e, "kind"));
+                if (r >= 0)
+                        r = append_string(reply, doc_string(e, "path"));
+                if (r >= 0)
+                        r = append_string(reply, doc_string(e, "status"));
+                if (r >= 0)
+                        r = append_string(reply, doc_string(e, "reason"));
+                if (r >= 0)
+                        r = append_string(reply, doc_string(e, "verity"));
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "b", doc_bool(e, "signed"));
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
+}
+
+void bus_emit_tree_changed(Manager *m) {
+        _cleanup_(engine_status_done) EngineStatus s = {};
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *signal = NULL;
+        _cleanup_strv_free_ char **all = NULL;
+
+        if (engine_status(m->engine, &s) < 0)
+                return;
+        m->generation = s.generation;
+        for (size_t i = 0; i < s.n_hierarchies; i++)
+                STRV_FOREACH(x, s.hierarchies[i].extensions)
+                        if (!strv_contains(all, *x))
+                                (void) strv_extend(&all, *x);
+
+        (void) sd_bus_emit_properties_changed(m->bus, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "Generation", "Merged",
+                                              "Hierarchies", "Extensions", NULL);
+        if (sd_bus_message_new_signal(m->bus, &signal, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "TreeChanged") >= 0 &&
+            sd_bus_message_append(signal, "t", m->generation) >= 0 && append_strv(signal, all) >= 0)
+                (void) sd_bus_send(m->bus, signal, NULL);
+}
+
+/* The caller's uid as the bus saw it at connection time: never augmented from /proc, where
+ * the caller's process may since have become someone else. */
+static int caller_uid(sd_bus_message *message, uid_t *ret) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        int r;
+
+        r = sd_bus_query_sender_creds(message, SD_BUS_CREDS_EUID, &creds);
+        if (r < 0)
+                return r;
+        return sd_bus_creds_get_euid(creds, ret);
+}
+
+static int check_root_caller(sd_bus_message *message, sd_bus_error *error) {
+        uid_t uid;
+        int r;
+
+        r = caller_uid(message, &uid);
+        if (r < 0)
+                return sd_bus_error_set(error, SYSEXTD_ERROR_ACCESS_DENIED, "Cannot tell who is calling; refusing.");
+        if (uid != 0)
+                return sd_bus_error_setf(error, SYSEXTD_ERROR_ACCESS_DENIED,
+                                         "Only root may change the merged tree (caller has uid %u).", (unsigned) uid);
+        return 0;
+}
+
+static int parse_options(sd_bus_message *message, EngineOptions *o, sd_bus_error *error) {
+        int r;
+
+        r = sd_bus_message_enter_container(message, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(message, 'e', "sv")) > 0) {
+                _cleanup_free_ char *safe = NULL;
+                const char *key, *contents;
+                bool *target;
+                int b;
+
+                r = sd_bus_message_read(message, "s", &key);
+                if (r < 0)
+                        return r;
+                if (streq(key, "force"))
+                        target = &o->force;
+                else if (streq(key, "noexec"))
+                        target = &o->noexec;
+                else if (streq(key, "strict"))
+                        target = &o->strict;
+                else
+                        return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION,
+                                                 "Unknown option '%s' (known: force, noexec, strict).", string_safe(key, &safe));
+                r = sd_bus_message_peek_type(message, NULL, &contents);
+                if (r < 0)
+                        return r;
+                if (!streq(contents, "b"))
+                        return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION, "Option '%s' takes a boolean (b), not '%s'.",
+                                                 key, string_safe(contents, &safe));
+                r = sd_bus_message_read(message, "v", "b", &b);
+                if (r < 0)
+                        return r;
+                *target = b;
+                r = sd_bus_message_exit_container(message);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        return sd_bus_message_exit_container(message);
+}
+
+static int method_transition(sd_bus_message *message, void *userdata, sd_bus_error *error, EngineVerb verb) {
+        Manager *m = userdata;
+        EngineOptions o = {};
+        int r;
+
+        r = parse_options(message, &o, error);
+        if (r < 0)
+                return r;
+        r = check_root_caller(message, error);
+        if (r < 0)
+                return r;
+        r = manager_queue_transition(m, message, verb, &o);
+        return r < 0 ? r : 1;
+}
+
+static int method_merge(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        return method_transition(message, userdata, error, ENGINE_MERGE);
+}
+
+static int method_refresh(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        return method_transition(message, userdata, error, ENGINE_REFRESH);
+}
+
+static int method_unmerge(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        return method_transition(message, userdata, error, ENGINE_UNMERGE);
+}
+
+static int method_list_images(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        int r = manager_list_images(userdata, message);
+        return r < 0 ? r : 1;
+}
+
+static int status_error(Manager *m, sd_bus_error *error) {
+        _cleanup_free_ char *buf = NULL;
+        return sd_bus_error_setf(error, SYSEXTD_ERROR_FAILED, "%s",
+                                 string_safe(m->engine->result.message ?: "Failed to read the status.", &buf));
+}
+
+static int method_get_status(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_(engine_status_done) EngineStatus s = {};
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        manager_update_idle(m);
+        r = engine_status(m->engine, &s);
+        if (r < 0)
+                return status_error(m, error);
+
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "st", s.mode, s.generation);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', SYSEXTD_HIERARCHY_STRUCT);
+        for (size_t i = 0; r >= 0 && i < s.n_hierarchies; i++) {
+                HierarchyStatus *h = &s.hierarchies[i];
+
+                r = sd_bus_message_open_container(reply, 'r', "sbastb");
+                if (r >= 0)
+                        r = append_string(reply, h->path);
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "b", h->merged);
+                if (r >= 0)
+                        r = append_strv(reply, h->extensions);
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "tb", h->since, h->foreign_top);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', SYSEXTD_SKIPPED_STRUCT);
+        for (size_t i = 0; r >= 0 && i < s.journal.images.n; i++) {
+                const Image *img = &s.journal.images.images[i];
+
+                if (img->verdict == IMAGE_COMPATIBLE)
+                        continue;
+                r = sd_bus_message_open_container(reply, 'r', "ssss");
+                if (r >= 0)
+                        r = append_string(reply, img->name);
+                if (r >= 0)
+                        r = append_string(reply, img->path);
+                if (r >= 0)
+                        r = append_string(reply, image_verdict_to_string(img->verdict));
+                if (r >= 0)
+                        r = append_string(reply, img->reason);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "s", s.policy);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', SYSEXTD_MERGED_IMAGE_STRUCT);
+        for (size_t i = 0; r >= 0 && i < s.journal.images.n; i++) {
+                const Image *img = &s.journal.images.images[i];
+
+                if (img->verdict != IMAGE_COMPATIBLE)
+                        continue;
+                r = sd_bus_message_open_container(reply, 'r', "sssb");
+                if (r >= 0)
+                        r = append_string(reply, img->name);
+                if (r >= 0)
+                        r = append_string(reply, img->path);
+                if (r >= 0)
+                        r = append_string(reply, verity_mode_to_string(img->verity));
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "b", img->signed_valid);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int property_get(sd_bus *bus, const char *path, const char *interface, const char *property,
+                        sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_(engine_status_done) EngineStatus s = {};
+        _cleanup_strv_free_ char **list = NULL;
+        int r = 0;
+
+        manager_update_idle(m);
+        if (streq(property, "Root"))
+                return append_string(reply, m->engine->root);
+        if (streq(property, "KernelFeatures")) {
+                _cleanup_strv_free_ char **features = NULL;
+                for (int f = 0; f < _KERNEL_FEATURE_MAX; f++)
+                        if (kernel_has(f) && strv_extend(&features, kernel_feature_to_string(f)) < 0)
+                                return -ENOMEM;
+                return append_strv(reply, features);
+        }
+
+        if (engine_status(m->engine, &s) < 0)
+                return status_error(m, error);
+
+        if (streq(property, "Generation"))
+                return sd_bus_message_append(reply, "t", s.generation);
+        if (streq(property, "Mode"))
+                return sd_bus_message_append(reply, "s", s.mode);
+        if (streq(property, "ImagePolicy"))
+                return sd_bus_message_append(reply, "s", s.policy);
+        if (streq(property, "OwnershipProof"))
+                return sd_bus_message_append(reply, "s", s.proof);
+
+        list = calloc(1, sizeof(char *));
+        if (!list)
+                return -ENOMEM;
+        for (size_t i = 0; i < s.n_hierarchies; i++) {
+                if (!s.hierarchies[i].merged)
+                        continue;
+                if (streq(property, "Hierarchies"))
+                        r = strv_extend(&list, s.hierarchies[i].path);
+                else
+                        STRV_FOREACH(x, s.hierarchies[i].extensions)
+                                if (!strv_contains(list, *x) && (r = strv_extend(&list, *x)) < 0)
+                                        break;
+                if (r < 0)
+                        return r;
+        }
+        if (streq(property, "Merged"))
+                return sd_bus_message_append(reply, "b", strv_length(list) > 0);
+        return append_strv(reply, list);
+}
+
+/* Per hierarchy: how many trees of ours are stacked there, and how many of them are buried
+ * below the live one. */
+static int property_get_stacks(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_(engine_status_done) EngineStatus s = {};
+        int r;
+
+        manager_update_idle(m);
+        if (engine_status(m->engine, &s) < 0)
+                return status_error(m, error);
+        r = sd_bus_message_open_container(reply, 'a', "(suu)");
+        for (size_t i = 0; r >= 0 && i < s.n_hierarchies; i++) {
+                r = sd_bus_message_open_container(reply, 'r', "suu");
+                if (r >= 0)
+                        r = append_string(reply, s.hierarchies[i].path);
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "uu", s.hierarchies[i].n_ours, s.hierarchies[i].n_buried);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r;
+}
+
+static const sd_bus_vtable manager_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("Root", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Generation", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Merged", "b", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Hierarchies", "as", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Extensions", "as", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("KernelFeatures", "as", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Mode", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("ImagePolicy", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("OwnershipProof", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Stacks", "a(suu)", property_get_stacks, 0, 0),
+        SD_BUS_METHOD_WITH_ARGS("Merge", SD_BUS_ARGS("a{sv}", options),
+                                SD_BUS_RESULT("t", generation, "b", changed, "a(us)", messages), method_merge,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Refresh", SD_BUS_ARGS("a{sv}", options),
+                                SD_BUS_RESULT("t", generation, "b", changed, "a(us)", messages), method_refresh,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Unmerge", SD_BUS_ARGS("a{sv}", options),
+                                SD_BUS_RESULT("t", generation, "b", changed, "a(us)", messages), method_unmerge,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListImages", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssssssb)", images), method_list_images,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetStatus", SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("s", mode, "t", generation, "a(sbastb)", hierarchies, "a(ssss)", skipped,
+                                              "s", policy, "a(sssb)", images),
+                                method_get_status, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_SIGNAL_WITH_ARGS("TreeChanged", SD_BUS_ARGS("t", generation, "as", extensions), 0),
+        SD_BUS_VTABLE_END,
+};
+
+int bus_service_register(Manager *m) {
+        return sd_bus_add_object_vtable(m->bus, &m->vtable_slot, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, manager_vtable, m);
+}

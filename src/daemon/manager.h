@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "engine.h"
+#include "settings.h"
+#include "worker.h"
+
+/* The daemon's state, shared by daemon.c (jobs, lifecycle) and bus-service.c (the bus
+ * interface).  No global state: everything hangs off the Manager. */
+
+typedef struct Manager Manager;
+
+typedef enum JobType {
+        JOB_TRANSITION,
+        JOB_LIST,
+} JobType;
+
+typedef struct Job {
+        Manager *manager;
+        JobType type;
+        EngineVerb verb;
+        EngineOptions options;
+        /* The callers waiting for this job: one for a transition; for a listing, everyone
+         * who asked while it ran. */
+        sd_bus_message **requests;
+        size_t n_requests;
+        uint64_t fingerprint; /* listing: of the images it looks at */
+
+        pid_t pid;
+        int fd;
+        sd_event_source *io_source, *child_source;
+        WorkerReport report;
+        bool exited;
+        int status;
+
+        struct Job *next;
+} Job;
+
+struct Manager {
+        sd_event *event;
+        sd_bus *bus;
+        sd_bus_slot *vtable_slot;
+        Engine *engine; /* read-only use in the bus process: status and properties */
+        DaemonConfig dconfig;
+
+        Job *queue;    /* transitions, in arrival order; the head runs */
+        Job *listing;  /* the running ListImages job */
+        /* The last listing's reply document and what it was made from: repeated ListImages
+         * calls are answered from it while nothing changed. */
+        json_object *list_cache;
+        uint64_t list_fingerprint;
+
+        sd_event_source *idle_timer;
+        uint64_t generation;
+
+        /* Image mounts kept between transitions (see Engine.cache): the images merged now.
+         * Replaced after every successful transition, from what its worker sends back. */
+        ImageList cache;
+
+        bool exiting;   /* SIGTERM: the running transition finishes and is answered, then exit */
+        int releasing;  /* idle: 1 while the bus name is being given back, 2 once it is */
+        unsigned n_authorizing; /* polkit queries in flight */
+};
+
+/* daemon.c */
+int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o);
+int manager_list_images(Manager *m, sd_bus_message *request);
+void manager_update_idle(Manager *m);
+
+/* bus-service.c */
+int bus_service_register(Manager *m);
+int bus_reply_transition(sd_bus_message *request, json_object *doc);
+int bus_reply_list(sd_bus_message *request, json_object *doc);
+int bus_reply_failure(sd_bus_message *request, json_object *doc, const char *fallback);
+void bus_emit_tree_changed(Manager *m);
