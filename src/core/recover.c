@@ -212,10 +212,12 @@ static int repair_stacks(Engine *e, Journal *j, HierarchyState *states, size_t n
                 now = v.live ? v.live->id : v.covered_tree ? v.covered_tree->id : NULL;
                 if (!streq_ptr(now, current) && !pending_for(j, h->name)) {
                         /* Someone else changed what is live (or the record was lost): record
-                         * the truth. */
+                         * the truth.  The images recorded no longer describe it: forget them,
+                         * so that the next refresh rebuilds. */
                         r = journal_set_tree(j, h->name, now);
                         if (r < 0)
                                 return r;
+                        image_list_free(&j->images);
                         *ret_changed = true;
                 }
         }

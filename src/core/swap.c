@@ -158,7 +158,7 @@ static int check_top(const SwapTarget *t, int *ret_fd, char **ret_message) {
                 if (r == 0) {
                         what = describe_top(fd);
                         set_message(ret_message, 0,
-                                    "The top of %s changed while the new tree was being built: it is now %s, no longer sysextd's tree; nothing was changed.",
+                                    "The top of %s changed while the new tree was being built: it is now %s, no longer sysextd's tree.",
                                     t->path, strna(what));
                         return 0;
                 }
@@ -172,7 +172,7 @@ static int check_top(const SwapTarget *t, int *ret_fd, char **ret_message) {
         if (m.id != t->planned_top_id) {
                 what = m.is_root ? describe_top(fd) : strdup("a plain directory");
                 set_message(ret_message, 0,
-                            "Something was mounted on %s while the new tree was being built (%s); nothing was changed.",
+                            "Something was mounted on %s while the new tree was being built (%s).",
                             t->path, strna(what));
                 return 0;
         }
@@ -216,7 +216,7 @@ static int check_children(const SwapTarget *t, char **ret_message) {
                                 changed = t->children->children[k].path;
                 }
                 set_message(ret_message, 0,
-                            "The mounts below %s changed while the new tree was being built (%s); nothing was changed. Run the command again.",
+                            "The mounts below %s changed while the new tree was being built (%s); run the command again.",
                             t->path, strna(changed));
                 return 0;
         }
@@ -353,11 +353,12 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
 
                 t->state = SWAP_UNTOUCHED;
                 r = check_top(t, NULL, ret_message);
-                if (r <= 0)
-                        return r < 0 ? r : -EBUSY;
-                r = check_children(t, ret_message);
-                if (r <= 0)
-                        return r < 0 ? r : -EBUSY;
+                if (r > 0)
+                        r = check_children(t, ret_message);
+                if (r <= 0) {
+                        r = r < 0 ? r : -EBUSY;
+                        goto fail;
+                }
                 if (mount_stack_read(t->root_fd, t->rel, t->path, &s) >= 0)
                         propagates[i] = s.has_parent && s.parent.shared;
                 mount_stack_done(&s);
@@ -438,5 +439,31 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
 
 fail:
         roll_back(targets, n, propagates);
+        if (ret_message) {
+                _cleanup_free_ char *buried = NULL;
+                char *m;
+
+                for (size_t i = 0; i < n; i++)
+                        if (targets[i].state == SWAP_BURIED) {
+                                m = strjoin3(buried ?: "", buried ? ", " : "", targets[i].path);
+                                free(buried);
+                                buried = m;
+                        }
+                if (buried)
+                        m = strjoin3(strempty(*ret_message),
+                                     " The new tree of ", buried);
+                else
+                        m = strjoin3(strempty(*ret_message), *ret_message ? " " : "",
+                                     "Every hierarchy keeps its previous tree; nothing was changed.");
+                if (m && buried) {
+                        char *m2 = strjoin3(m, " could not be taken back (its parent mount does not propagate): it stays buried, unused and invisible, beneath the previous tree, which readers still see.", "");
+                        free(m);
+                        m = m2;
+                }
+                if (m) {
+                        free(*ret_message);
+                        *ret_message = m;
+                }
+        }
         return r;
 }
