@@ -7,6 +7,7 @@
 #include "bus-api.h"
 #include "client.h"
 #include "log.h"
+#include "json-util.h"
 #include "output.h"
 #include "util.h"
 
@@ -86,166 +87,158 @@ static int transition(sd_bus *bus, const char *method, const EngineOptions *o, b
         return 0;
 }
 
+static int or_default(int v, int fallback) {
+        return v < 0 ? fallback : v;
+}
+
 static int list(sd_bus *bus, bool json) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        json_object *a = json_object_new_array();
+        _cleanup_image_list_ ImageList l = {};
+        _cleanup_json_ json_object *a = NULL;
         const char *name, *kind, *path, *status, *reason, *verity;
         int is_signed, r;
 
         r = call(bus, "ListImages", NULL, &reply);
         if (r < 0)
-                goto finish;
+                return r;
         r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_IMAGE_STRUCT);
-        if (r < 0)
-                goto parse_error;
-        while ((r = sd_bus_message_read(reply, SYSEXTD_IMAGE_STRUCT, &name, &kind, &path, &status, &reason, &verity,
+        /* The same image records as in process, so that both print the same. */
+        while (r >= 0 &&
+               (r = sd_bus_message_read(reply, SYSEXTD_IMAGE_STRUCT, &name, &kind, &path, &status, &reason, &verity,
                                         &is_signed)) > 0) {
-                json_object *o = json_object_new_object();
-                json_object_object_add(o, "name", json_object_new_string(name));
-                json_object_object_add(o, "kind", json_object_new_string(kind));
-                json_object_object_add(o, "path", json_object_new_string(path));
-                json_object_object_add(o, "status", json_object_new_string(status));
-                json_object_object_add(o, "compatible", json_object_new_boolean(streq(status, "compatible")));
-                json_object_object_add(o, "reason", isempty(reason) ? NULL : json_object_new_string(reason));
-                json_object_object_add(o, "verity", json_object_new_string(verity));
-                json_object_object_add(o, "signed", json_object_new_boolean(is_signed));
-                json_object_array_add(a, o);
+                Image *n = realloc(l.images, sizeof(Image) * (l.n + 1)), *img;
+
+                if (!n)
+                        return log_oom();
+                l.images = n;
+                img = &l.images[l.n++];
+                *img = (Image) {
+                        .name = strdup(name),
+                        .path = strdup(path),
+                        .reason = isempty(reason) ? NULL : strdup(reason),
+                        .kind = or_default(image_kind_from_string(kind), IMAGE_UNKNOWN),
+                        .verdict = or_default(image_verdict_from_string(status), IMAGE_UNPROBED),
+                        .verity = or_default(verity_mode_from_string(verity), VERITY_NONE),
+                        .signed_valid = is_signed,
+                        .root_fd = -EBADF,
+                };
+                if (!img->name || !img->path || (!isempty(reason) && !img->reason))
+                        return log_oom();
         }
         if (r < 0)
-                goto parse_error;
+                return log_error_errno(r, "Failed to parse the reply: %m");
+        a = output_list_json(&l);
         if (json)
                 output_json(a);
         else
                 output_list_text(a);
-        r = 0;
-        goto finish;
-parse_error:
-        log_error_errno(r, "Failed to parse the reply: %m");
-finish:
-        json_object_put(a);
-        return r;
+        return 0;
 }
 
 static int status(sd_bus *bus, bool json) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        json_object *o = json_object_new_object(), *a = json_object_new_array(), *sk = json_object_new_array(),
-                    *im = json_object_new_array();
-        const char *mode, *path, *name, *verdict, *reason, *policy, *verity;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *stacks = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(engine_status_done) EngineStatus s = {};
         _cleanup_free_ char *proof = NULL;
-        uint64_t generation, since;
+        _cleanup_json_ json_object *o = NULL;
+        const char *path, *name, *verdict, *reason, *verity;
         uint32_t n_trees, n_buried;
         int merged, foreign, is_signed, r;
+        uint64_t since;
 
-        json_object_object_add(o, "hierarchies", a);
-        json_object_object_add(o, "skipped", sk);
-        json_object_object_add(o, "images", im);
         r = call(bus, "GetStatus", NULL, &reply);
         if (r < 0)
-                goto finish;
-        r = sd_bus_message_read(reply, "st", &mode, &generation);
-        if (r < 0)
-                goto parse_error;
-        json_object_object_add(o, "mode", json_object_new_string(mode));
-        json_object_object_add(o, "generation", json_object_new_uint64(generation));
-        r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_HIERARCHY_STRUCT);
-        if (r < 0)
-                goto parse_error;
-        while ((r = sd_bus_message_enter_container(reply, 'r', "sbastb")) > 0) {
-                _cleanup_strv_free_ char **ext = NULL;
-                json_object *e = json_object_new_object(), *x = json_object_new_array();
-                _cleanup_free_ char *ts = NULL;
+                return r;
+        /* Into the same EngineStatus the engine fills in process, printed the same way. */
+        r = sd_bus_message_read(reply, "st", &s.mode, &s.generation);
+        if (r >= 0)
+                r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_HIERARCHY_STRUCT);
+        while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'r', "sbastb")) > 0) {
+                HierarchyStatus *n = realloc(s.hierarchies, sizeof(HierarchyStatus) * (s.n_hierarchies + 1)), *h;
 
-                json_object_array_add(a, e);
+                if (!n)
+                        return log_oom();
+                s.hierarchies = n;
+                h = &s.hierarchies[s.n_hierarchies++];
+                *h = (HierarchyStatus) {};
                 r = sd_bus_message_read(reply, "sb", &path, &merged);
                 if (r >= 0)
-                        r = sd_bus_message_read_strv(reply, &ext);
+                        r = sd_bus_message_read_strv(reply, &h->extensions);
                 if (r >= 0)
                         r = sd_bus_message_read(reply, "tb", &since, &foreign);
                 if (r >= 0)
                         r = sd_bus_message_exit_container(reply);
-                if (r < 0)
-                        goto parse_error;
-                ts = merged && since ? format_timestamp(since) : NULL;
-                json_object_object_add(e, "hierarchy", json_object_new_string(path));
-                json_object_object_add(e, "merged", json_object_new_boolean(merged));
-                STRV_FOREACH(n, ext)
-                        json_object_array_add(x, json_object_new_string(*n));
-                json_object_object_add(e, "extensions", x);
-                json_object_object_add(e, "since", ts ? json_object_new_string(ts) : NULL);
-                json_object_object_add(e, "since_usec", json_object_new_uint64(merged ? since : 0));
-                if (foreign)
-                        json_object_object_add(e, "foreign_mount_on_top", json_object_new_boolean(true));
+                h->path = strdup(path);
+                if (!h->path)
+                        return log_oom();
+                h->merged = merged;
+                h->since = since;
+                h->foreign_top = foreign;
+                h->n_ours = merged || foreign;
         }
-        if (r < 0)
-                goto parse_error;
-        r = sd_bus_message_exit_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_exit_container(reply);
         if (r >= 0)
                 r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_SKIPPED_STRUCT);
-        if (r < 0)
-                goto parse_error;
-        while ((r = sd_bus_message_read(reply, SYSEXTD_SKIPPED_STRUCT, &name, &path, &verdict, &reason)) > 0) {
-                json_object *e = json_object_new_object();
-                json_object_object_add(e, "name", json_object_new_string(name));
-                json_object_object_add(e, "path", json_object_new_string(path));
-                json_object_object_add(e, "status", json_object_new_string(verdict));
-                json_object_object_add(e, "reason", isempty(reason) ? NULL : json_object_new_string(reason));
-                json_object_array_add(sk, e);
+        while (r >= 0 && (r = sd_bus_message_read(reply, SYSEXTD_SKIPPED_STRUCT, &name, &path, &verdict, &reason)) > 0) {
+                Image *n = realloc(s.journal.images.images, sizeof(Image) * (s.journal.images.n + 1)), *img;
+
+                if (!n)
+                        return log_oom();
+                s.journal.images.images = n;
+                img = &n[s.journal.images.n++];
+                *img = (Image) { .name = strdup(name), .path = strdup(path), .reason = isempty(reason) ? NULL : strdup(reason),
+                                 .verdict = or_default(image_verdict_from_string(verdict), IMAGE_REFUSED), .root_fd = -EBADF };
+                if (img->verdict == IMAGE_COMPATIBLE) /* a skipped image is not compatible */
+                        img->verdict = IMAGE_REFUSED;
+                if (!img->name || !img->path)
+                        return log_oom();
         }
-        if (r < 0)
-                goto parse_error;
-        r = sd_bus_message_exit_container(reply);
         if (r >= 0)
-                r = sd_bus_message_read(reply, "s", &policy);
+                r = sd_bus_message_exit_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "s", &s.policy);
         if (r >= 0)
                 r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_MERGED_IMAGE_STRUCT);
-        if (r < 0)
-                goto parse_error;
-        json_object_object_add(o, "policy", json_object_new_string(policy));
-        while ((r = sd_bus_message_read(reply, SYSEXTD_MERGED_IMAGE_STRUCT, &name, &path, &verity, &is_signed)) > 0) {
-                json_object *e = json_object_new_object();
-                json_object_object_add(e, "name", json_object_new_string(name));
-                json_object_object_add(e, "path", json_object_new_string(path));
-                json_object_object_add(e, "verity", json_object_new_string(verity));
-                json_object_object_add(e, "signed", json_object_new_boolean(is_signed));
-                json_object_array_add(im, e);
-        }
-        if (r < 0)
-                goto parse_error;
-        /* Newer than GetStatus: how ownership is proven, and how trees are stacked. */
-        {
-                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-                _cleanup_(sd_bus_message_unrefp) sd_bus_message *stacks = NULL;
+        while (r >= 0 && (r = sd_bus_message_read(reply, SYSEXTD_MERGED_IMAGE_STRUCT, &name, &path, &verity, &is_signed)) > 0) {
+                Image *n = realloc(s.journal.images.images, sizeof(Image) * (s.journal.images.n + 1)), *img;
 
-                if (sd_bus_get_property_string(bus, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "OwnershipProof",
-                                               &error, &proof) >= 0)
-                        json_object_object_add(o, "ownership_proof", json_object_new_string(proof));
-                sd_bus_error_free(&error);
-                if (sd_bus_get_property(bus, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "Stacks", &error,
-                                        &stacks, "a(suu)") >= 0 &&
-                    sd_bus_message_enter_container(stacks, 'a', "(suu)") >= 0)
-                        while (sd_bus_message_read(stacks, "(suu)", &path, &n_trees, &n_buried) > 0)
-                                for (size_t i = 0; i < json_object_array_length(a); i++) {
-                                        json_object *e = json_object_array_get_idx(a, i), *v;
-                                        if (json_object_object_get_ex(e, "hierarchy", &v) &&
-                                            streq(json_object_get_string(v), path)) {
-                                                json_object_object_add(e, "trees", json_object_new_int((int) n_trees));
-                                                if (n_buried > 0)
-                                                        json_object_object_add(e, "buried_trees",
-                                                                               json_object_new_int((int) n_buried));
-                                        }
-                                }
+                if (!n)
+                        return log_oom();
+                s.journal.images.images = n;
+                img = &n[s.journal.images.n++];
+                *img = (Image) { .name = strdup(name), .path = strdup(path), .verdict = IMAGE_COMPATIBLE,
+                                 .verity = or_default(verity_mode_from_string(verity), VERITY_NONE), .signed_valid = is_signed,
+                                 .root_fd = -EBADF };
+                if (!img->name || !img->path)
+                        return log_oom();
         }
+        if (r < 0)
+                return log_error_errno(r, "Failed to parse the reply: %m");
+
+        /* Newer than GetStatus: how ownership is proven, and how trees are stacked. */
+        if (sd_bus_get_property_string(bus, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "OwnershipProof", &error,
+                                       &proof) >= 0)
+                s.proof = proof;
+        sd_bus_error_free(&error);
+        if (sd_bus_get_property(bus, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "Stacks", &error, &stacks,
+                                "a(suu)") >= 0 &&
+            sd_bus_message_enter_container(stacks, 'a', "(suu)") >= 0)
+                while (sd_bus_message_read(stacks, "(suu)", &path, &n_trees, &n_buried) > 0)
+                        for (size_t i = 0; i < s.n_hierarchies; i++)
+                                if (streq(s.hierarchies[i].path, path)) {
+                                        s.hierarchies[i].n_ours = n_trees;
+                                        s.hierarchies[i].n_buried = n_buried;
+                                }
+
+        o = output_status_json(&s);
         if (json)
                 output_json(o);
         else
                 output_status_text(o);
-        r = 0;
-        goto finish;
-parse_error:
-        log_error_errno(r, "Failed to parse the reply: %m");
-finish:
-        json_object_put(o);
-        return r;
+        /* The strings borrowed from the reply are not the status' to free. */
+        s.mode = s.policy = s.proof = NULL;
+        return 0;
 }
 
 int client_run(const char *verb, const char *root, const EngineOptions *o, bool json) {

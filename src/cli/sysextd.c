@@ -11,6 +11,7 @@
 #include "settings.h"
 #include "daemon.h"
 #include "engine.h"
+#include "json-util.h"
 #include "log.h"
 #include "output.h"
 #include "util.h"
@@ -135,7 +136,7 @@ static int run_local(const Args *a, EngineConfig *config) {
                 return local_transition(e, ENGINE_UNMERGE, &o, a->json);
         if (streq(a->verb, "list")) {
                 _cleanup_image_list_ ImageList l = {};
-                json_object *j;
+                _cleanup_json_ json_object *j = NULL;
 
                 r = engine_list(e, &l);
                 if (r < 0)
@@ -145,12 +146,11 @@ static int run_local(const Args *a, EngineConfig *config) {
                         output_json(j);
                 else
                         output_list_text(j);
-                json_object_put(j);
                 return 0;
         }
         if (streq(a->verb, "status")) {
-                __attribute__((cleanup(engine_status_done))) EngineStatus s = {};
-                json_object *j;
+                _cleanup_(engine_status_done) EngineStatus s = {};
+                _cleanup_json_ json_object *j = NULL;
 
                 r = engine_recover(e);
                 if (r < 0 && r != -EACCES && r != -EROFS)
@@ -163,7 +163,6 @@ static int run_local(const Args *a, EngineConfig *config) {
                         output_json(j);
                 else
                         output_status_text(j);
-                json_object_put(j);
                 return 0;
         }
         log_error("The command '%s' is not available with --no-bus.", a->verb);

@@ -148,39 +148,28 @@ const char *release_native_architecture(void) {
         return u.machine;
 }
 
-static int mismatch(char **ret_reason, const char *fmt, ...) _printf_(2, 3);
-static int mismatch(char **ret_reason, const char *fmt, ...) {
-        va_list ap;
-        int k;
-
-        va_start(ap, fmt);
-        k = vasprintf(ret_reason, fmt, ap);
-        va_end(ap);
-        return k < 0 ? -ENOMEM : 0;
-}
-
 int release_match(const Release *host, const Release *ext, char **ret_reason) {
         if (ext->sysext_scope && !strv_contains(ext->sysext_scope, "system")) {
                 _cleanup_free_ char *s = strv_join(ext->sysext_scope, " ");
-                return mismatch(ret_reason, "SYSEXT_SCOPE=%s does not include 'system'", strna(s));
+                return set_message(ret_reason, 0, "SYSEXT_SCOPE=%s does not include 'system'", strna(s));
         }
 
         if (ext->architecture && !streq(ext->architecture, "_any") &&
             !streq(ext->architecture, release_native_architecture()))
-                return mismatch(ret_reason, "ARCHITECTURE=%s does not match this machine (%s)",
+                return set_message(ret_reason, 0, "ARCHITECTURE=%s does not match this machine (%s)",
                                 ext->architecture, release_native_architecture());
 
         if (!ext->id)
-                return mismatch(ret_reason, "extension-release has no ID=");
+                return set_message(ret_reason, 0, "extension-release has no ID=");
         if (streq(ext->id, "_any"))
                 return 1;
 
         if (!host->id || (!streq(ext->id, host->id) && !strv_contains(host->id_like, ext->id)))
-                return mismatch(ret_reason, "ID=%s does not match host ID=%s", ext->id, strna(host->id));
+                return set_message(ret_reason, 0, "ID=%s does not match host ID=%s", ext->id, strna(host->id));
 
         if (ext->sysext_level && host->sysext_level) {
                 if (!streq(ext->sysext_level, host->sysext_level))
-                        return mismatch(ret_reason, "SYSEXT_LEVEL=%s does not match host SYSEXT_LEVEL=%s",
+                        return set_message(ret_reason, 0, "SYSEXT_LEVEL=%s does not match host SYSEXT_LEVEL=%s",
                                         ext->sysext_level, host->sysext_level);
                 return 1;
         }
@@ -191,11 +180,11 @@ int release_match(const Release *host, const Release *ext, char **ret_reason) {
                 return 1;
 
         if (!ext->version_id)
-                return mismatch(ret_reason, "extension-release has neither a matching SYSEXT_LEVEL nor VERSION_ID (host VERSION_ID=%s)",
+                return set_message(ret_reason, 0, "extension-release has neither a matching SYSEXT_LEVEL nor VERSION_ID (host VERSION_ID=%s)",
                                 host->version_id);
 
         if (!streq(ext->version_id, host->version_id))
-                return mismatch(ret_reason, "VERSION_ID=%s does not match host VERSION_ID=%s",
+                return set_message(ret_reason, 0, "VERSION_ID=%s does not match host VERSION_ID=%s",
                                 ext->version_id, host->version_id);
         return 1;
 }

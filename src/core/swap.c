@@ -397,13 +397,18 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
                         }
                         t->state = t->old ? SWAP_PLACED : SWAP_ATTACHED;
 #ifdef SYSEXTD_TEST_HOOKS
-                        testhook_point("swap-placed", (long) i);
+                        if (t->old)
+                                testhook_point("swap-placed", (long) i);
 #endif
                 }
 
 #ifdef SYSEXTD_TEST_HOOKS
         /* Every new tree is in place, none of the old tops detached yet. */
-        testhook_point("swap-after-beneath", 0);
+        for (size_t i = 0; i < n; i++)
+                if (targets[i].state == SWAP_PLACED) {
+                        testhook_point("swap-after-beneath", 0);
+                        break;
+                }
 #endif
 
         /* 2. Detach every old top: the commit point. */

@@ -17,6 +17,7 @@
  * before it is mounted (CRYPT_VERITY_CHECK_HASH), and status says so ("verity=userspace").
  */
 #include <ctype.h>
+#include <limits.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -33,6 +34,7 @@
 #include <sys/stat.h>
 
 #include "fd-util.h"
+#include "json-util.h"
 #include "fileio.h"
 #include "loopdev.h"
 #include "util.h"
@@ -157,7 +159,8 @@ int verity_find_sidecars(int root_fd, const char *dir, const char *dir_display, 
 
 int verity_parse_signature_json(const char *json, char **ret_roothash, uint8_t **ret_sig, size_t *ret_sig_size,
                                 char **ret_reason) {
-        json_object *o = json_tokener_parse(json), *h, *s;
+        _cleanup_json_ json_object *o = json_parse_object(json);
+        json_object *h, *s;
         _cleanup_free_ uint8_t *sig = NULL;
         _cleanup_free_ char *hash = NULL;
         const char *b64;
@@ -165,17 +168,14 @@ int verity_parse_signature_json(const char *json, char **ret_roothash, uint8_t *
         int n, r;
 
         if (!o || !json_object_object_get_ex(o, "rootHash", &h) || !json_object_object_get_ex(o, "signature", &s) ||
-            !json_object_is_type(h, json_type_string) || !json_object_is_type(s, json_type_string)) {
-                json_object_put(o);
+            !json_object_is_type(h, json_type_string) || !json_object_is_type(s, json_type_string))
                 return set_message(ret_reason, -EBADMSG,
-                                  "signature partition is not JSON with \"rootHash\" and \"signature\" strings");
-        }
+                                   "signature partition is not JSON with \"rootHash\" and \"signature\" strings");
         r = verity_normalize_roothash(json_object_get_string(h), &hash);
         b64 = json_object_get_string(s);
         len = strlen(b64);
         sig = malloc(len / 4 * 3 + 3);
-        n = sig && len % 4 == 0 ? EVP_DecodeBlock(sig, (const unsigned char *) b64, (int) len) : -1;
-        json_object_put(o);
+        n = sig && len % 4 == 0 && len < INT_MAX ? EVP_DecodeBlock(sig, (const unsigned char *) b64, (int) len) : -1;
         if (r == -ENOMEM || !sig)
                 return -ENOMEM;
         if (r < 0)
