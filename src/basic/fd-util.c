@@ -90,22 +90,6 @@ int recv_with_fds(int sock, char **ret_data, int *fds, size_t max_fds, size_t *r
         return 0;
 }
 
-int fd_mount_id(int fd, const char *path, uint64_t *ret, bool *ret_is_mount_root) {
-        struct statx sx = {};
-
-        if (statx(fd, path ?: "", (path ? 0 : AT_EMPTY_PATH) | AT_SYMLINK_NOFOLLOW,
-                  STATX_MNT_ID_UNIQUE, &sx) < 0)
-                return negative_errno();
-        if (!(sx.stx_mask & (STATX_MNT_ID_UNIQUE | STATX_MNT_ID)))
-                return -EOPNOTSUPP;
-        if (ret)
-                *ret = sx.stx_mnt_id;
-        if (ret_is_mount_root)
-                *ret_is_mount_root = sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT &&
-                                     sx.stx_attributes & STATX_ATTR_MOUNT_ROOT;
-        return 0;
-}
-
 int fd_reopen(int fd, int flags) {
         int r = open(FORMAT_PROC_FD_PATH(fd), flags | O_CLOEXEC);
         return r < 0 ? negative_errno() : r;

@@ -26,7 +26,3 @@ int openat_walk(int dir_fd, const char *path, int flags);
 
 /* Opens what an O_PATH fd refers to anew, with flags (through /proc/self/fd). */
 int fd_reopen(int fd, int flags);
-
-/* Mount identity of the mount an fd (or dir_fd + path) is on. Prefers the 64-bit unique id of
- * Linux 6.8, falls back to the reusable id. */
-int fd_mount_id(int fd, const char *path, uint64_t *ret, bool *ret_is_mount_root);

@@ -79,7 +79,6 @@ static inline int negative_errno(void) {
         })
 
 #define streq(a, b) (strcmp((a), (b)) == 0)
-#define strneq(a, b, n) (strncmp((a), (b), (n)) == 0)
 static inline int streq_ptr(const char *a, const char *b) {
         return a && b ? strcmp(a, b) == 0 : a == b;
 }

@@ -479,6 +479,9 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         STRV_FOREACH(note, plan.dropped)
                 log_warning("%s", *note);
 
+        for (size_t i = 0; i < n; i++)
+                log_debug("Plan for %s: %s%s.", states[i].path, hierarchy_action_to_string(plan.hierarchies[i].action),
+                          plan.hierarchies[i].replace ? " (beneath the live tree)" : "");
         if (!plan.any_work) {
                 if (unchanged)
                         log_info("Extensions under %s are unchanged, nothing to do (use --force to rebuild anyway).", e->root);

@@ -319,6 +319,7 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
                 const char *name = states[w->hierarchy].name, *now;
 
                 log_outcome(t, w->action);
+                log_debug("Swap of %s: %s.", t->path, swap_state_to_string(t->state));
                 switch (t->state) {
                 case SWAP_ATTACHED:
                 case SWAP_REPLACED:

@@ -175,7 +175,10 @@ static int stamp_dir(int fd, uint64_t *stamp, unsigned depth) {
         return 0;
 }
 
-int image_directory_stamp(int dir_fd, uint64_t *ret) {
+/* A hash over the identity (inode, size, times) and name of every entry below a directory:
+ * any edit inside the tree changes it, so a refresh notices edited directory images.
+ * Symlinks are not followed, other file systems not entered. */
+static int image_directory_stamp(int dir_fd, uint64_t *ret) {
         uint64_t stamp = STAMP_INIT;
         int fd, r;
 

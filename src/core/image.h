@@ -117,11 +117,6 @@ int image_probe(Image *img, const ProbeContext *ctx);
 /* Releases what a probe holds (mount fd, loop device), keeping the verdict. */
 void image_release(Image *img);
 
-/* A hash over the identity (inode, size, times) and name of every entry below a directory:
- * any edit inside the tree changes it, so a refresh notices edited directory images.
- * Symlinks are not followed. */
-int image_directory_stamp(int dir_fd, uint64_t *ret);
-
 /* A hash over what a listing of the images depends on, read without opening any content:
  * the search directories' entries, the trusted certificates and the host's release files.
  * Never 0. */

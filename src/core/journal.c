@@ -80,11 +80,6 @@ int journal_set_tree(Journal *j, const char *hierarchy, const char *tree) {
         return 0;
 }
 
-Tree *journal_current_tree(Journal *j, const char *hierarchy) {
-        JournalHierarchy *h = journal_find_hierarchy(j, hierarchy);
-        return h ? tree_list_find(&j->trees, h->tree) : NULL;
-}
-
 int journal_add_transition(Journal *j, const char *hierarchy, const char *old_tree, const char *new_tree) {
         JournalTransition *n = realloc(j->transitions, sizeof(JournalTransition) * (j->n_transitions + 1)), *t;
 
@@ -121,22 +116,6 @@ void journal_drop_transition_of(Journal *j, const char *hierarchy) {
                         journal_drop_transition(j, i);
                         return;
                 }
-}
-
-void journal_drop_hierarchy(Journal *j, const char *hierarchy) {
-        for (size_t i = 0; i < j->n_hierarchies; i++)
-                if (streq(j->hierarchies[i].hierarchy, hierarchy)) {
-                        hierarchy_done(&j->hierarchies[i]);
-                        memmove(&j->hierarchies[i], &j->hierarchies[i + 1],
-                                sizeof(JournalHierarchy) * (j->n_hierarchies - i - 1));
-                        j->n_hierarchies--;
-                        break;
-                }
-        for (size_t i = 0; i < j->n_transitions;)
-                if (streq(j->transitions[i].hierarchy, hierarchy))
-                        journal_drop_transition(j, i);
-                else
-                        i++;
 }
 
 static bool tree_ref_valid(const char *s) {

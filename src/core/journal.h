@@ -73,11 +73,8 @@ int journal_save(int dir_fd, const Journal *j);
 JournalHierarchy *journal_find_hierarchy(Journal *j, const char *hierarchy);
 /* Sets the tree of a hierarchy (adding the entry when missing); tree may be NULL. */
 int journal_set_tree(Journal *j, const char *hierarchy, const char *tree);
-/* The tree recorded as live for a hierarchy, if its record exists. */
-Tree *journal_current_tree(Journal *j, const char *hierarchy);
 
 void journal_pending_clear(Journal *j);
 int journal_add_transition(Journal *j, const char *hierarchy, const char *old_tree, const char *new_tree);
 void journal_drop_transition(Journal *j, size_t i);
 void journal_drop_transition_of(Journal *j, const char *hierarchy);
-void journal_drop_hierarchy(Journal *j, const char *hierarchy);

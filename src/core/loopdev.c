@@ -133,7 +133,7 @@ char *fs_context_message(int fs_fd) {
         return all;
 }
 
-int loopdev_verify_mount(int mount_fd, dev_t devnum, int dev_fd, uint64_t diskseq, char **ret_message) {
+static int loopdev_verify_mount(int mount_fd, dev_t devnum, int dev_fd, uint64_t diskseq, char **ret_message) {
         struct stat st;
         uint64_t now;
         int r;

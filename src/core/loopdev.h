@@ -36,8 +36,6 @@ int loopdev_mount(LoopDevice *d, const char *fstype, unsigned attr_flags, int *r
 int device_mount(int dev_fd, dev_t devnum, uint64_t diskseq, long hook_arg, const char *fstype, unsigned attr_flags,
                  int *ret_mount_fd, char **ret_message);
 
-/* The check of invariant 5, exposed for the mount of a verity device too. */
-int loopdev_verify_mount(int mount_fd, dev_t devnum, int dev_fd, uint64_t diskseq, char **ret_message);
 
 /* Reads the fs context's error messages ("e overlay: ..." lines) into one string. */
 char *fs_context_message(int fs_fd);

@@ -343,33 +343,3 @@ int mountinfo_find(uint64_t id, MountEntry *ret) {
         return entry_from_fs(fs, ret);
 }
 
-int mounts_count(unsigned *ret) {
-        _cleanup_table_ struct libmnt_table *t = NULL;
-        int r = table_read(&t);
-        if (r < 0)
-                return r;
-        *ret = mnt_table_get_nents(t);
-        return 0;
-}
-
-int mounts_under(const char *path, bool *ret) {
-        _cleanup_table_ struct libmnt_table *t = NULL;
-        _cleanup_iter_ struct libmnt_iter *it = NULL;
-        _cleanup_free_ char *prefix = strjoin3(path, "/", "");
-        struct libmnt_fs *fs;
-        int r;
-
-        r = table_read(&t);
-        if (r < 0)
-                return r;
-        it = mnt_new_iter(MNT_ITER_FORWARD);
-        if (!it || !prefix)
-                return -ENOMEM;
-        *ret = false;
-        while (mnt_table_next_fs(t, it, &fs) == 0) {
-                const char *target = mnt_fs_get_target(fs);
-                if (target && (streq(target, path) || startswith(target, prefix)))
-                        *ret = true;
-        }
-        return 0;
-}

@@ -51,11 +51,6 @@ void mount_stack_done(MountStack *s);
  * a reader of the path sees; the lookup follows no symlink. */
 int mount_stack_read(int root_fd, const char *rel, const char *path, MountStack *ret);
 
-/* The entry of the stack that is on top (NULL when nothing is mounted at the path). */
-static inline const MountEntry *mount_stack_top(const MountStack *s) {
-        return s->n > 0 ? &s->entries[s->n - 1] : NULL;
-}
-
 /* A mount below a hierarchy that a new tree must carry. */
 typedef struct MountChild {
         char *path;         /* absolute mount point */
@@ -84,9 +79,3 @@ bool mount_children_equal(const MountChildren *a, const MountChildren *b);
 
 /* The entry of mountinfo with this 32-bit id. */
 int mountinfo_find(uint64_t id, MountEntry *ret);
-
-/* Number of lines of /proc/self/mountinfo. */
-int mounts_count(unsigned *ret);
-
-/* Whether any mount is at 'path' or below it. */
-int mounts_under(const char *path, bool *ret);

@@ -34,37 +34,6 @@ void tree_list_done(TreeList *l) {
         *l = (TreeList) {};
 }
 
-static char **strv_copy(char *const *l) {
-        char **c = calloc(strv_length(l) + 1, sizeof(char *));
-        size_t i = 0;
-
-        if (!c)
-                return NULL;
-        STRV_FOREACH(s, l) {
-                c[i] = strdup(*s);
-                if (!c[i]) {
-                        strv_free(c);
-                        return NULL;
-                }
-                i++;
-        }
-        return c;
-}
-
-int tree_copy(const Tree *t, Tree *ret) {
-        Tree c = *t;
-
-        c.id = strdup(t->id);
-        c.hierarchy = strdup(t->hierarchy);
-        c.extensions = t->extensions ? strv_copy(t->extensions) : NULL;
-        if (!c.id || !c.hierarchy || (t->extensions && !c.extensions)) {
-                tree_done(&c);
-                return -ENOMEM;
-        }
-        *ret = c;
-        return 0;
-}
-
 static bool tree_id_valid(const char *id) {
         if (!id || strlen(id) != TREE_ID_LEN)
                 return false;

@@ -47,7 +47,6 @@ typedef struct TreeList {
 
 void tree_done(Tree *t);
 void tree_list_done(TreeList *l);
-int tree_copy(const Tree *t, Tree *ret);
 
 #define TREES_DIR "trees"
 #define TREE_ID_LEN 32

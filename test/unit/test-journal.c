@@ -78,8 +78,6 @@ int main(void) {
         journal_drop_transition(&k, 0);
         CHECK(!k.pending && k.n_transitions == 0);
         CHECK(journal_set_tree(&k, "srv/app", T2) == 0 && k.n_hierarchies == 3);
-        journal_drop_hierarchy(&k, "srv/app");
-        CHECK(k.n_hierarchies == 2);
 
         /* Not a journal at all. */
         CHECK(journal_from_json("not json", &k) == -EBADMSG);
