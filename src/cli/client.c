@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <inttypes.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 #include <systemd/sd-bus.h>
@@ -248,6 +249,8 @@ int client_run(const char *verb, const char *root, const EngineOptions *o, bool 
         r = sd_bus_open_system(&bus);
         if (r < 0)
                 return log_error_errno(r, "Failed to connect to the system bus: %m; use --no-bus to run without the daemon.");
+        /* Someone at a terminal can be asked by a polkit agent to authenticate. */
+        (void) sd_bus_set_allow_interactive_authorization(bus, isatty(STDIN_FILENO));
 
         r = check_root(bus, root);
         if (r < 0)

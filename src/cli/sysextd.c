@@ -3,7 +3,9 @@
  * sysextd: the command line.  Verbs call the engine in this process (--no-bus) or, without
  * it, the daemon over D-Bus.
  */
+#include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -109,14 +111,25 @@ static int parse_args(int argc, char **argv, Args *a) {
 }
 
 static int local_transition(Engine *e, EngineVerb verb, const EngineOptions *o, bool json) {
-        int r = engine_transition(e, verb, o);
+        sigset_t ss, old;
+        int r;
 
-        if (r < 0)
-                return r;
-        if (json)
+        /* Ctrl-C, SIGTERM and SIGHUP wait: the engine stops at the last point where nothing has
+         * changed, or runs to its commit; then they take effect as usual.  The old tree or the
+         * new one, never one cut in the middle. */
+        sigemptyset(&ss);
+        sigaddset(&ss, SIGINT);
+        sigaddset(&ss, SIGTERM);
+        sigaddset(&ss, SIGHUP);
+        (void) sigprocmask(SIG_BLOCK, &ss, &old);
+        r = engine_transition(e, verb, o);
+        if (r >= 0 && json)
                 printf("{\"generation\":%llu,\"changed\":%s}\n", (unsigned long long) e->result.generation,
                        e->result.changed ? "true" : "false");
-        return 0;
+        fflush(stdout);
+        (void) sigprocmask(SIG_SETMASK, &old, NULL);
+
+        return r < 0 ? r : 0;
 }
 
 static int run_local(const Args *a, EngineConfig *config) {
@@ -182,7 +195,13 @@ int main(int argc, char **argv) {
                 EngineConfig config = {};
                 DaemonConfig dconfig = {};
 
-                r = config_load(a.root, a.config, &config, &dconfig, &msg);
+                _cleanup_close_ int root_fd = open(a.root ?: "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+                if (root_fd < 0) {
+                        log_error_errno(errno, "Failed to open the root %s: %m", a.root ?: "/");
+                        return 1;
+                }
+                r = config_load(root_fd, a.root, a.config, &config, &dconfig, &msg);
                 if (r < 0) {
                         log_error("%s", msg ?: "Failed to load the configuration.");
                         return 1;

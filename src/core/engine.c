@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/openat2.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -119,6 +120,20 @@ int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) {
         return error;
 }
 
+bool engine_stop_requested(void) {
+        sigset_t s;
+
+        if (sigpending(&s) < 0)
+                return false;
+        return sigismember(&s, SIGINT) > 0 || sigismember(&s, SIGTERM) > 0 || sigismember(&s, SIGHUP) > 0;
+}
+
+static int stop_if_requested(Engine *e) {
+        if (!engine_stop_requested())
+                return 0;
+        return engine_fail(e, ENGINE_ERROR_FAILED, EINTR, "Interrupted; nothing was changed.");
+}
+
 static int load_journal(Engine *e, int dir_fd, Journal *ret) {
         unsigned n_corrupt = 0;
         int r = journal_load(dir_fd, ret, &n_corrupt);
@@ -135,7 +150,7 @@ static int load_journal(Engine *e, int dir_fd, Journal *ret) {
 }
 
 static int engine_lock(Engine *e) {
-        _cleanup_close_ int dfd = -EBADF, pfd = -EBADF;
+        _cleanup_close_ int dfd = -EBADF;
         struct stat st;
         int r;
 
@@ -355,6 +370,9 @@ static int probe_all(Engine *e, ImageList *l, bool noexec) {
         };
         judged_by = config_stamp(e);
         for (size_t i = 0; i < l->n; i++) {
+                r = stop_if_requested(e);
+                if (r < 0)
+                        return r;
                 if (cache_lookup(e, &l->images[i], noexec, judged_by))
                         continue;
                 l->images[i].judged_by = judged_by;
@@ -513,6 +531,9 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         }
 
         /* 6. */
+        r = stop_if_requested(e);
+        if (r < 0)
+                goto finish;
         r = execute_transition(e, verb, &j, states, views, &plan, &images, noexec, &changed);
         if (r >= 0)
                 keep_probed(e, &images);

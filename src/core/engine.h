@@ -127,5 +127,10 @@ typedef struct EngineStatus {
 void engine_status_done(EngineStatus *s);
 int engine_status(Engine *e, EngineStatus *ret);
 
+/* Whether SIGINT, SIGTERM or SIGHUP is pending.  A caller that blocks them around a transition
+ * (the command line with --no-bus) gets a transition that stops at the last point where
+ * nothing has changed yet, or runs to its commit: never one cut in the middle. */
+bool engine_stop_requested(void);
+
 /* Logs the failure once and keeps it in e->result; returns -abs(error) (-EIO for 0). */
 int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) _printf_(4, 5);

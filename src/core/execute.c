@@ -251,6 +251,12 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
         if (r < 0)
                 goto finish;
 
+        /* The last point at which an interrupt stops the transition with nothing changed. */
+        if (engine_stop_requested()) {
+                r = engine_fail(e, ENGINE_ERROR_FAILED, EINTR, "Interrupted; nothing was changed.");
+                goto finish;
+        }
+
         /* 2. Begin: the new trees' records, then the pending record, before anything visible
          * changes. */
         r = begin_trees(e, j, work, n_work, states, plan, generation);

@@ -14,31 +14,85 @@
  *   [Daemon]
  *   IdleTimeoutSec=30            # 0 or "infinity": stay
  *
- * Paths are absolute and taken below --root.  Unknown sections and keys are errors, so a
- * typo never silently falls back to a default.  The handler keeps only the first error;
- * libinih reports the line it was on.
+ * The syntax is systemd's: [Section] headers, Key=Value lines, '#' and ';' comments, a line
+ * ending in a backslash continued on the next one, an empty value resetting a setting to its
+ * default.  Lines are of any length (the file is read whole, at most 1 MiB, never from a FIFO or
+ * a device).  Paths are absolute and taken below --root.  Unknown sections and keys are errors,
+ * so a typo never silently falls back to a default; every error names the file and line.
+ * Configurations that cannot work are refused when they are read (config_validate()).
  */
-#include <ini.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "settings.h"
 #include "util.h"
+
+#define CONFIG_FILE_MAX (1024 * 1024)
 
 typedef struct Parser {
         EngineConfig *engine;
         DaemonConfig *daemon;
-        char *message;
         const char *path;
+        unsigned line;
+        char *message;
 } Parser;
 
+static int parser_error(Parser *p, const char *fmt, ...) _printf_(2, 3);
+static int parser_error(Parser *p, const char *fmt, ...) {
+        _cleanup_free_ char *m = NULL, *safe_path = NULL;
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(&m, fmt, ap) < 0)
+                m = NULL;
+        va_end(ap);
+        if (p->line > 0)
+                return set_message(&p->message, EINVAL, "%s:%u: %s", string_safe(p->path, &safe_path), p->line,
+                                   strna(m));
+        return set_message(&p->message, EINVAL, "%s: %s", string_safe(p->path, &safe_path), strna(m));
+}
+
 static int parse_bool(const char *v, bool *ret) {
-        if (STR_IN_SET(v, "1", "yes", "true", "on"))
+        if (STR_IN_SET(v, "1", "yes", "y", "true", "t", "on"))
                 *ret = true;
-        else if (STR_IN_SET(v, "0", "no", "false", "off"))
+        else if (STR_IN_SET(v, "0", "no", "n", "false", "f", "off"))
                 *ret = false;
         else
                 return -EINVAL;
+        return 0;
+}
+
+/* "/a//b/./" -> "a/b"; refuses relative paths and ".." components. */
+static int normalize_path(const char *s, char **ret) {
+        _cleanup_strv_free_ char **parts = NULL, **kept = NULL;
+        char *joined;
+        int r;
+
+        if (s[0] != '/')
+                return -EINVAL;
+        r = strv_split(s, "/", &parts);
+        if (r < 0)
+                return r;
+        kept = calloc(1, sizeof(char *));
+        if (!kept)
+                return -ENOMEM;
+        STRV_FOREACH(c, parts) {
+                if (streq(*c, ".."))
+                        return -EINVAL;
+                if (streq(*c, "."))
+                        continue;
+                r = strv_extend(&kept, *c);
+                if (r < 0)
+                        return r;
+        }
+        joined = strv_join(kept, "/");
+        if (!joined)
+                return -ENOMEM;
+        *ret = joined; /* "" for "/" itself */
         return 0;
 }
 
@@ -55,156 +109,325 @@ static int parse_paths(const char *v, char ***ret) {
         if (!rel)
                 return -ENOMEM;
         STRV_FOREACH(p, l) {
-                const char *s = *p;
-                if (s[0] != '/' || strstr(s, "/../") || endswith(s, "/.."))
+                char *n;
+
+                if (!utf8_is_valid(*p) || string_has_control(*p))
                         return -EINVAL;
-                while (*s == '/')
-                        s++;
-                if (!*s)
-                        return -EINVAL;
-                r = strv_extend(&rel, s);
+                r = normalize_path(*p, &n);
                 if (r < 0)
                         return r;
-                /* Drop a trailing slash. */
-                if (endswith(rel[strv_length(rel) - 1], "/"))
-                        rel[strv_length(rel) - 1][strlen(rel[strv_length(rel) - 1]) - 1] = 0;
+                r = strv_push(&rel, n);
+                if (r < 0)
+                        return r;
         }
         strv_free(*ret);
         *ret = TAKE_PTR(rel);
         return 0;
 }
 
-static int handler(void *userdata, const char *section, const char *key, const char *value) {
-        Parser *p = userdata;
-        const char *what = NULL;
-        bool b;
-        int r = 0;
+static int set_default(Parser *p, const char *section, const char *key) {
+        EngineConfig d;
+        int r = engine_config_default(&d);
 
-        if (streq(section, "Extensions")) {
-                if (streq(key, "SearchPaths"))
-                        r = parse_paths(value, &p->engine->search_dirs), what = "a list of absolute paths";
-                else if (streq(key, "Hierarchies")) {
-                        r = parse_paths(value, &p->engine->hierarchies), what = "a list of absolute paths";
-                        if (r >= 0 && strv_length(p->engine->hierarchies) > 8)
-                                r = -EINVAL, what = "at most 8 hierarchies";
-                } else if (streq(key, "ImagePolicy")) {
-                        int policy = image_policy_from_string(value);
-                        what = "'open', 'verity' or 'signed'";
-                        r = policy < 0 ? -EINVAL : 0;
-                        if (r >= 0)
-                                p->engine->policy = policy;
-                } else if (streq(key, "TrustedCertificates")) {
-                        _cleanup_strv_free_ char **l = NULL;
-                        what = "one absolute directory";
-                        r = parse_paths(value, &l);
-                        if (r >= 0 && strv_length(l) != 1)
-                                r = -EINVAL;
-                        if (r >= 0) {
-                                free(p->engine->trusted_dir);
-                                p->engine->trusted_dir = TAKE_PTR(l[0]); /* l is now empty */
-                        }
-                } else if (streq(key, "NoExec")) {
-                        r = parse_bool(value, &b), what = "a boolean";
-                        if (r >= 0)
-                                p->engine->noexec = b;
-                } else if (streq(key, "Strict")) {
-                        r = parse_bool(value, &b), what = "a boolean";
-                        if (r >= 0)
-                                p->engine->strict = b;
-                } else
-                        goto unknown;
-        } else if (streq(section, "Kernel")) {
-                if (streq(key, "DegradedMode")) {
-                        what = "'refuse' or 'unmount-mount'";
-                        if (streq(value, "refuse"))
-                                p->engine->allow_degraded = false;
-                        else if (streq(value, "unmount-mount"))
-                                p->engine->allow_degraded = true;
-                        else
-                                r = -EINVAL;
-                } else
-                        goto unknown;
-        } else if (streq(section, "Daemon")) {
-                if (streq(key, "IdleTimeoutSec")) {
-                        char *end;
-                        unsigned long long v;
-
-                        what = "a number of seconds, 0 or 'infinity'";
-                        if (streq(value, "infinity"))
-                                p->daemon->idle_timeout_usec = 0;
-                        else {
-                                errno = 0;
-                                v = strtoull(value, &end, 10);
-                                if (errno || end == value || *end || v > 86400ULL * 365)
-                                        r = -EINVAL;
-                                else
-                                        p->daemon->idle_timeout_usec = v * 1000000ULL;
-                        }
-                } else
-                        goto unknown;
-        } else {
-                if (asprintf(&p->message, "unknown section [%s]", section) < 0)
-                        p->message = NULL;
-                return 0;
-        }
-
-        if (r == -ENOMEM && !p->message)
-                p->message = strdup("out of memory");
-        if (r < 0 && !p->message &&
-            asprintf(&p->message, "invalid value '%s' for %s= (expected %s)", value, key, what) < 0)
-                p->message = NULL;
-        return r < 0 ? 0 : 1;
-
-unknown:
-        if (!p->message && asprintf(&p->message, "unknown setting %s= in [%s]", key, section) < 0)
-                p->message = NULL;
+        if (r < 0)
+                return r;
+        if (streq(key, "SearchPaths")) {
+                strv_free(p->engine->search_dirs);
+                p->engine->search_dirs = TAKE_PTR(d.search_dirs);
+        } else if (streq(key, "Hierarchies")) {
+                strv_free(p->engine->hierarchies);
+                p->engine->hierarchies = TAKE_PTR(d.hierarchies);
+        } else if (streq(key, "TrustedCertificates")) {
+                free(p->engine->trusted_dir);
+                p->engine->trusted_dir = TAKE_PTR(d.trusted_dir);
+        } else if (streq(key, "ImagePolicy"))
+                p->engine->policy = d.policy;
+        else if (streq(key, "NoExec"))
+                p->engine->noexec = d.noexec;
+        else if (streq(key, "Strict"))
+                p->engine->strict = d.strict;
+        else if (streq(key, "DegradedMode"))
+                p->engine->allow_degraded = d.allow_degraded;
+        else if (streq(key, "IdleTimeoutSec"))
+                p->daemon->idle_timeout_usec = CONFIG_DEFAULT_IDLE_TIMEOUT_USEC;
+        engine_config_done(&d);
         return 0;
 }
 
-int config_load(const char *root, const char *path, EngineConfig *ret, DaemonConfig *ret_daemon, char **ret_message) {
-        _cleanup_free_ char *default_path = NULL;
-        EngineConfig c;
+static const char *const known[][2] = {
+        { "Extensions", "SearchPaths" }, { "Extensions", "Hierarchies" }, { "Extensions", "ImagePolicy" },
+        { "Extensions", "TrustedCertificates" }, { "Extensions", "NoExec" }, { "Extensions", "Strict" },
+        { "Kernel", "DegradedMode" }, { "Daemon", "IdleTimeoutSec" },
+};
+
+static int assign(Parser *p, const char *section, const char *key, const char *value) {
+        _cleanup_free_ char *safe_key = NULL, *safe_value = NULL, *safe_section = NULL;
+        const char *what = NULL;
+        bool found = false, b;
+        int r = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(known); i++)
+                if (streq(section, known[i][0]) && streq(key, known[i][1]))
+                        found = true;
+        if (!found)
+                return parser_error(p, "unknown setting %s= in [%s]", string_safe(key, &safe_key),
+                                    string_safe(section, &safe_section));
+        if (isempty(value))
+                return set_default(p, section, key);
+
+        if (streq(key, "SearchPaths"))
+                r = parse_paths(value, &p->engine->search_dirs), what = "a list of absolute paths";
+        else if (streq(key, "Hierarchies"))
+                r = parse_paths(value, &p->engine->hierarchies), what = "a list of absolute paths";
+        else if (streq(key, "ImagePolicy")) {
+                int policy = image_policy_from_string(value);
+                what = "'open', 'verity' or 'signed'";
+                r = policy < 0 ? -EINVAL : 0;
+                if (r >= 0)
+                        p->engine->policy = policy;
+        } else if (streq(key, "TrustedCertificates")) {
+                _cleanup_strv_free_ char **l = NULL;
+                what = "one absolute directory";
+                r = parse_paths(value, &l);
+                if (r >= 0 && (strv_length(l) != 1 || isempty(l[0])))
+                        r = -EINVAL;
+                if (r >= 0) {
+                        free(p->engine->trusted_dir);
+                        p->engine->trusted_dir = TAKE_PTR(l[0]);
+                }
+        } else if (streq(key, "NoExec")) {
+                r = parse_bool(value, &b), what = "a boolean";
+                if (r >= 0)
+                        p->engine->noexec = b;
+        } else if (streq(key, "Strict")) {
+                r = parse_bool(value, &b), what = "a boolean";
+                if (r >= 0)
+                        p->engine->strict = b;
+        } else if (streq(key, "DegradedMode")) {
+                what = "'refuse' or 'unmount-mount'";
+                if (streq(value, "refuse"))
+                        p->engine->allow_degraded = false;
+                else if (streq(value, "unmount-mount"))
+                        p->engine->allow_degraded = true;
+                else
+                        r = -EINVAL;
+        } else if (streq(key, "IdleTimeoutSec")) {
+                char *end;
+                unsigned long long v;
+
+                what = "a number of seconds, 0 or 'infinity'";
+                if (streq(value, "infinity"))
+                        p->daemon->idle_timeout_usec = 0;
+                else {
+                        errno = 0;
+                        v = strtoull(value, &end, 10);
+                        if (errno || end == value || *end || value[0] == '-' || v > 86400ULL * 365)
+                                r = -EINVAL;
+                        else
+                                p->daemon->idle_timeout_usec = v * 1000000ULL;
+                }
+        }
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return parser_error(p, "invalid value '%s' for %s= (expected %s)", string_safe(value, &safe_value), key, what);
+        return 0;
+}
+
+/* Parses the text of a configuration file (NUL-terminated, size bytes). */
+static int parse_text(Parser *p, const char *text, size_t size) {
+        _cleanup_free_ char *section = NULL, *logical = NULL;
+        const char *c = text, *end = text + size;
+        unsigned physical = 0, first_line = 0;
+
+        if (memchr(text, 0, size))
+                return parser_error(p, "contains a NUL byte; not a configuration file");
+        if (!utf8_is_valid(text))
+                return parser_error(p, "is not valid UTF-8");
+
+        while (c < end) {
+                const char *nl = memchr(c, '\n', end - c);
+                size_t n = nl ? (size_t) (nl - c) : (size_t) (end - c);
+                _cleanup_free_ char *raw = strndup(c, n);
+                char *l, *eq, *joined;
+                bool continued;
+                int r;
+
+                c = nl ? nl + 1 : end;
+                if (!raw)
+                        return -ENOMEM;
+                physical++;
+                l = strstrip(raw);
+                /* Comments and empty lines; they also end a continued line, as in systemd. */
+                if (!logical && (*l == '#' || *l == ';' || *l == 0))
+                        continue;
+                if (!logical)
+                        first_line = physical;
+                continued = endswith(l, "\\");
+                if (continued)
+                        l[strlen(l) - 1] = 0;
+                joined = strjoin3(logical ?: "", logical ? " " : "", l);
+                if (!joined)
+                        return -ENOMEM;
+                free(logical);
+                logical = joined;
+                if (continued && c < end)
+                        continue;
+
+                /* Errors name the line the assignment starts on. */
+                p->line = first_line;
+                l = strstrip(logical);
+                if (*l == '[') {
+                        size_t k = strlen(l);
+                        if (k < 3 || l[k - 1] != ']')
+                                return parser_error(p, "invalid section header '%s'", l);
+                        l[k - 1] = 0;
+                        if (!STR_IN_SET(l + 1, "Extensions", "Kernel", "Daemon"))
+                                return parser_error(p, "unknown section [%s]", l + 1);
+                        free(section);
+                        section = strdup(l + 1);
+                        if (!section)
+                                return -ENOMEM;
+                } else {
+                        eq = strchr(l, '=');
+                        if (!eq)
+                                return parser_error(p, "'%s' is neither a [Section] header nor a Key=Value assignment", l);
+                        *eq = 0;
+                        if (!section)
+                                return parser_error(p, "%s= outside of any section", strstrip(l));
+                        r = assign(p, section, strstrip(l), strstrip(eq + 1));
+                        if (r < 0)
+                                return r;
+                }
+                free(logical);
+                logical = NULL;
+        }
+        p->line = 0;
+        return 0;
+}
+
+/* What cannot work: refused with a message naming the setting. */
+int config_validate(const EngineConfig *c, char **ret_message) {
+        size_t n = strv_length(c->hierarchies);
+
+        if (n == 0)
+                return set_message(ret_message, EINVAL, "Hierarchies= is empty; nothing could be merged");
+        if (n > HIERARCHIES_MAX)
+                return set_message(ret_message, EINVAL, "Hierarchies= lists %zu hierarchies, at most %d are supported", n,
+                                   HIERARCHIES_MAX);
+        for (size_t i = 0; i < n; i++) {
+                const char *h = c->hierarchies[i];
+
+                if (isempty(h))
+                        return set_message(ret_message, EINVAL,
+                                           "Hierarchies= contains / itself: an overlay over the whole root would hide everything below it, sysextd's own state included");
+                if (streq(h, "run") || startswith(h, "run/sysextd") || streq(h, "run/sysextd"))
+                        return set_message(ret_message, EINVAL,
+                                           "Hierarchies= contains /%s, which holds sysextd's own state (/run/sysextd); it cannot be merged over",
+                                           h);
+                for (size_t k = 0; k < n; k++) {
+                        const char *o = c->hierarchies[k], *rest;
+
+                        if (k == i)
+                                continue;
+                        if (streq(h, o))
+                                return set_message(ret_message, EINVAL, "Hierarchies= lists /%s twice", h);
+                        rest = startswith(o, h);
+                        if (rest && *rest == '/')
+                                return set_message(ret_message, EINVAL,
+                                                   "Hierarchies= lists /%s and /%s: one lies inside the other, and a tree cannot be built over a hierarchy it is part of",
+                                                   h, o);
+                }
+        }
+        if (strv_length(c->search_dirs) == 0)
+                return set_message(ret_message, EINVAL, "SearchPaths= is empty; no image could be found");
+        STRV_FOREACH(sd, c->search_dirs)
+                if (isempty(*sd))
+                        return set_message(ret_message, EINVAL, "SearchPaths= contains / itself, which is no image directory");
+        return 0;
+}
+
+int config_load(int root_fd, const char *root, const char *path, EngineConfig *ret, DaemonConfig *ret_daemon,
+                char **ret_message) {
+        _cleanup_free_ char *default_path = NULL, *text = NULL, *safe = NULL;
+        _cleanup_(engine_config_done) EngineConfig c = {};
         DaemonConfig d = { .idle_timeout_usec = CONFIG_DEFAULT_IDLE_TIMEOUT_USEC };
         Parser p = { .engine = &c, .daemon = &d };
-        FILE *f;
+        size_t size = 0;
+        mode_t mode = 0;
         int r;
 
         r = engine_config_default(&c);
         if (r < 0)
                 return r;
 
-        if (!path) {
+        if (path) {
+                /* A file named on the command line: resolved as the caller would, but read
+                 * like any other (no FIFO, no device, bounded). */
+                p.path = path;
+                r = read_file_at(AT_FDCWD, path, 0, CONFIG_FILE_MAX, &text, &size, &mode);
+        } else {
                 default_path = path_join(root ?: "/", CONFIG_DEFAULT_PATH);
-                if (!default_path) {
-                        engine_config_done(&c);
+                if (!default_path)
                         return -ENOMEM;
-                }
-        }
-        p.path = path ?: default_path;
-
-        f = fopen(p.path, "re");
-        if (!f) {
-                r = negative_errno();
-                if (r == -ENOENT && !path)
+                p.path = default_path;
+                r = read_file_at(root_fd, CONFIG_DEFAULT_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, CONFIG_FILE_MAX, &text,
+                                 &size, &mode);
+                if (r == -ENOENT)
                         goto done; /* no configuration: defaults */
-                engine_config_done(&c);
-                if (asprintf(ret_message, "Failed to open configuration %s: %s", p.path, strerror(-r)) < 0)
-                        *ret_message = NULL;
+        }
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return set_message(ret_message, r, "Failed to read the configuration %s: it %s", string_safe(p.path, &safe),
+                                   READ_ERROR_STRING(r, mode, CONFIG_FILE_MAX));
+
+        r = parse_text(&p, text, size);
+        if (r < 0) {
+                if (ret_message) {
+                        free(*ret_message);
+                        *ret_message = TAKE_PTR(p.message);
+                }
+                free(p.message);
                 return r;
         }
-        r = ini_parse_file(f, handler, &p);
-        fclose(f);
-        if (r != 0 || p.message) {
-                /* libinih returns the number of the first line it or the handler refused. */
-                engine_config_done(&c);
-                if (asprintf(ret_message, "%s:%d: %s", p.path, r, p.message ?: "syntax error") < 0)
-                        *ret_message = NULL;
-                free(p.message);
-                return -EINVAL;
-        }
-
 done:
+        r = config_validate(&c, &p.message);
+        if (r < 0) {
+                r = set_message(ret_message, r, "%s: %s", string_safe(p.path, &safe), p.message);
+                free(p.message);
+                return r;
+        }
         *ret = c;
+        c = (EngineConfig) {};
+        if (ret_daemon)
+                *ret_daemon = d;
+        return 0;
+}
+
+int config_parse_string(const char *name, const char *text, EngineConfig *ret, DaemonConfig *ret_daemon,
+                        char **ret_message) {
+        _cleanup_(engine_config_done) EngineConfig c = {};
+        DaemonConfig d = { .idle_timeout_usec = CONFIG_DEFAULT_IDLE_TIMEOUT_USEC };
+        Parser p = { .engine = &c, .daemon = &d, .path = name };
+        int r;
+
+        r = engine_config_default(&c);
+        if (r < 0)
+                return r;
+        r = parse_text(&p, text, strlen(text));
+        if (r >= 0)
+                r = config_validate(&c, &p.message);
+        if (r < 0) {
+                if (ret_message) {
+                        free(*ret_message);
+                        *ret_message = TAKE_PTR(p.message);
+                }
+                free(p.message);
+                return r;
+        }
+        *ret = c;
+        c = (EngineConfig) {};
         if (ret_daemon)
                 *ret_daemon = d;
         return 0;

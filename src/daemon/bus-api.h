@@ -18,6 +18,9 @@
 #define SYSEXTD_ERROR_INVALID_OPTION "org.sysextd1.Error.InvalidOption"
 #define SYSEXTD_ERROR_WRONG_ROOT "org.sysextd1.Error.WrongRoot"
 
+/* The polkit action the mutating methods are authorized with (share/polkit-1/actions). */
+#define SYSEXTD_POLKIT_ACTION "org.sysextd1.manage"
+
 /* Merge/Refresh/Unmerge(a{sv} options) -> (t generation, b changed, a(us) messages) */
 #define SYSEXTD_TRANSITION_REPLY "tba(us)"
 /* ListImages() -> a(ssssssb): name, kind, path, status, reason, verity, signed */

@@ -183,16 +183,103 @@ static int caller_uid(sd_bus_message *message, uid_t *ret) {
         return sd_bus_creds_get_euid(creds, ret);
 }
 
-static int check_root_caller(sd_bus_message *message, sd_bus_error *error) {
+/* Authorization of the mutating methods, as systemd's daemons do it: root is let through
+ * without asking; anyone else is asked about through polkit's CheckAuthorization for the
+ * action org.sysextd1.manage (default auth_admin_keep), with user interaction only when the
+ * caller allowed it (the message's interactive-authorization flag).  The answer comes
+ * asynchronously; the bus loop goes on meanwhile. */
+typedef struct Authorization {
+        Manager *manager;
+        sd_bus_message *request;
+        EngineVerb verb;
+        EngineOptions options;
+        bool interactive;
+        sd_bus_slot *slot;
+} Authorization;
+
+static void authorization_free(Authorization *a) {
+        if (!a)
+                return;
+        sd_bus_slot_unref(a->slot);
+        sd_bus_message_unref(a->request);
+        a->manager->n_authorizing--;
+        manager_update_idle(a->manager);
+        free(a);
+}
+
+static int on_authorization(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        Authorization *a = userdata;
+        Manager *m = a->manager;
+        const sd_bus_error *e = sd_bus_message_get_error(reply);
+        int authorized = 0, challenge = 0, r;
+
+        if (e) {
+                if (sd_bus_error_has_names(e, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER,
+                                           "org.freedesktop.DBus.Error.Spawn.ServiceNotFound"))
+                        r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
+                                                       "Only root may change the merged tree: polkit, which could allow others (action %s), is not available.",
+                                                       SYSEXTD_POLKIT_ACTION);
+                else
+                        r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
+                                                       "Cannot ask polkit whether the caller may change the merged tree: %s",
+                                                       e->message ?: e->name);
+        } else if (sd_bus_message_enter_container(reply, 'r', "bba{ss}") < 0 ||
+                   sd_bus_message_read(reply, "bb", &authorized, &challenge) < 0)
+                r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
+                                               "polkit sent an answer that cannot be read; refusing.");
+        else if (authorized)
+                r = manager_queue_transition(m, a->request, a->verb, &a->options);
+        else if (challenge && !a->interactive)
+                r = sd_bus_reply_method_errorf(a->request, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED,
+                                               "Changing the merged tree needs authentication (polkit action %s); call with interactive authorization allowed.",
+                                               SYSEXTD_POLKIT_ACTION);
+        else
+                r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
+                                               "The caller is not authorized to change the merged tree (polkit action %s).",
+                                               SYSEXTD_POLKIT_ACTION);
+        if (r < 0)
+                log_warning_errno(r, "Failed to answer a call after its authorization: %m");
+        authorization_free(a);
+        return 0;
+}
+
+static int authorize_and_queue(Manager *m, sd_bus_message *message, EngineVerb verb, const EngineOptions *o,
+                               sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *q = NULL;
+        Authorization *a;
         uid_t uid;
         int r;
 
         r = caller_uid(message, &uid);
         if (r < 0)
                 return sd_bus_error_set(error, SYSEXTD_ERROR_ACCESS_DENIED, "Cannot tell who is calling; refusing.");
-        if (uid != 0)
-                return sd_bus_error_setf(error, SYSEXTD_ERROR_ACCESS_DENIED,
-                                         "Only root may change the merged tree (caller has uid %u).", (unsigned) uid);
+        if (uid == 0)
+                return manager_queue_transition(m, message, verb, o);
+
+        r = sd_bus_message_new_method_call(m->bus, &q, "org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
+                                           "org.freedesktop.PolicyKit1.Authority", "CheckAuthorization");
+        if (r >= 0)
+                r = sd_bus_message_append(q, "(sa{sv})sa{ss}us", "system-bus-name", 1, "name", "s",
+                                          sd_bus_message_get_sender(message), SYSEXTD_POLKIT_ACTION, 0,
+                                          (uint32_t) (sd_bus_message_get_allow_interactive_authorization(message) ? 1 : 0), "");
+        /* Without the activation of polkit being our problem: it is there or it is not. */
+        if (r >= 0)
+                r = sd_bus_message_set_auto_start(q, false);
+        if (r < 0)
+                return r;
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        *a = (Authorization) { .manager = m, .request = sd_bus_message_ref(message), .verb = verb, .options = *o,
+                               .interactive = sd_bus_message_get_allow_interactive_authorization(message) > 0 };
+        m->n_authorizing++;
+        manager_update_idle(m);
+        /* An interactive query may wait for a person: polkit's own timeout decides. */
+        r = sd_bus_call_async(m->bus, &a->slot, q, on_authorization, a, a->interactive ? UINT64_MAX : 0);
+        if (r < 0) {
+                authorization_free(a);
+                return r;
+        }
         return 0;
 }
 
@@ -247,10 +334,7 @@ static int method_transition(sd_bus_message *message, void *userdata, sd_bus_err
         r = parse_options(message, &o, error);
         if (r < 0)
                 return r;
-        r = check_root_caller(message, error);
-        if (r < 0)
-                return r;
-        r = manager_queue_transition(m, message, verb, &o);
+        r = authorize_and_queue(m, message, verb, &o, error);
         return r < 0 ? r : 1;
 }
 
