@@ -2,8 +2,8 @@
 /*
  * What 'list' and 'status' print.  Both go through one JSON form, built from the engine's
  * results in process or from the daemon's replies; the text tables are made from it.  Every
- * string is made safe for a terminal (valid UTF-8, control characters escaped) before it is
- * printed.
+ * string is made safe for a terminal (valid UTF-8, control characters escaped) once, when the
+ * JSON form is built.
  */
 #include <stdio.h>
 #include <string.h>
@@ -137,7 +137,6 @@ void output_list_text(json_object *list) {
         int wn = (int) column_width(list, "name", "NAME"), wk = (int) column_width(list, "kind", "KIND"),
             wp = (int) column_width(list, "path", "PATH");
 
-        make_strings_safe(list);
         if (json_object_array_length(list) == 0) {
                 printf("No images found.\n");
                 return;
@@ -160,7 +159,6 @@ void output_status_text(json_object *status) {
         size_t wh = strlen("HIERARCHY"), we = strlen("EXTENSIONS");
         _cleanup_strv_free_ char **ext = NULL;
 
-        make_strings_safe(status);
         if (!json_object_object_get_ex(status, "hierarchies", &a))
                 return;
         for (size_t i = 0; i < json_object_array_length(a); i++) {

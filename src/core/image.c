@@ -231,6 +231,11 @@ static bool is_sidecar(const char *name) {
         return false;
 }
 
+static bool is_symlink_at(int dir_fd, const char *name) {
+        struct stat st;
+        return fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISLNK(st.st_mode);
+}
+
 static int compare_images(const void *a, const void *b) {
         const Image *x = a, *y = b;
         int c = version_compare(x->name, y->name);
@@ -331,6 +336,10 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                                 name = strdup(de->d_name);
                         else if (raw)
                                 name = strndup(de->d_name, strlen(de->d_name) - 4);
+                        else if (fd < 0 && is_symlink_at(dirfd(d), de->d_name))
+                                /* A symlink that leads nowhere inside the root: it may have
+                                 * meant a directory image; say why it is not one. */
+                                name = strdup(de->d_name);
                         else
                                 continue; /* neither NAME.raw nor a directory: not an image */
                         if (!name)
