@@ -34,6 +34,10 @@
 #include "tree.h"
 #include "util.h"
 
+#ifdef SYSEXTD_TEST_HOOKS
+#include "testhook.h"
+#endif
+
 static const char *const verb_names[_ENGINE_VERB_MAX] = {
         [ENGINE_MERGE] = "merge",
         [ENGINE_REFRESH] = "refresh",
@@ -393,6 +397,9 @@ int engine_list(Engine *e, ImageList *ret) {
         r = probe_all(e, &l, false);
         if (r < 0)
                 return r;
+#ifdef SYSEXTD_TEST_HOOKS
+        testhook_point("list-probed", (long) l.n);
+#endif
         /* list reports, it does not hold anything. */
         for (size_t i = 0; i < l.n; i++)
                 image_release(&l.images[i]);
