@@ -11,7 +11,12 @@
 #  - the tampered images are not merged, and list --json gives each a reason that mentions
 #    verity; reading any file of the merged tree never returns tampered data;
 #  - after `sysextd unmerge`, no sysextd process holds anything of the old tree and, once
-#    systemd-udevd lets go of it too, no sysextd-* dm device and no loop device of ours remain.
+#    systemd-udevd lets go of it too, no sysextd-* dm device and no loop device of ours remain;
+#  - a `sysextd --no-bus merge` killed (SIGKILL) while dm-verity reads its big image in full
+#    leaves no dm device and no loop device (deferred removal was requested right after the
+#    device was opened);
+#  - a sysextd-* dm device that nothing holds (left by a process killed before it could ask
+#    for its removal) is removed when the daemon starts.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -146,5 +151,51 @@ if wait_for 30 bash -c '[[ $(systemctl is-active sysextd.service) == inactive ]]
 	ok "the daemon exited when idle"
 else
 	not_ok "sysextd.service still $(systemctl is-active sysextd.service) 30 s after the unmerge"
+fi
+
+# --- a kill during dm-verity's full read ----------------------------------------------
+BIGDIR=/var/lib/vmtest/big
+mkdir -p "$BIGDIR"
+for s in raw verity roothash roothash.p7s; do cp "$H/vbig.$s" "$BIGDIR/vbig.$s" || die "copy vbig.$s"; done
+printf '[Extensions]\nImagePolicy=signed\nSearchPaths=%s\n' "$BIGDIR" >/run/vmtest-big.conf
+loops_before=$(loops_attached)
+sysextd --no-bus --config=/run/vmtest-big.conf merge >/run/vmtest-big.out 2>&1 &
+pid=$!
+big_dm() { dm_ours | grep -q vbig; }
+if wait_for 60 big_dm; then
+	sleep 0.5
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -KILL "$pid"
+		wait "$pid" 2>/dev/null
+		ok "sysextd killed while dm-verity read the big image"
+	else
+		not_ok "the merge of the big image finished before it could be killed: $(cat /run/vmtest-big.out)"
+	fi
+else
+	not_ok "no dm device for the big image appeared: $(cat /run/vmtest-big.out)"
+	kill -KILL "$pid" 2>/dev/null
+fi
+if wait_for 20 no_dm_ours; then
+	ok "no sysextd-* dm device after the kill"
+else
+	not_ok "sysextd dm devices left after the kill: $(dm_ours | tr '\n' ' ')"
+fi
+if wait_for 20 loops_as_before; then
+	ok "loop devices as before the killed merge ($loops_before)"
+else
+	not_ok "loop devices attached after the kill: $(loops_attached), before $loops_before"
+fi
+expect "nothing merged by the killed merge" 0 "$(usr_overlays_in)"
+
+# --- an orphaned dm device is removed at daemon start ----------------------------------
+veritysetup open "$BIGDIR/vbig.raw" sysextd-orphan-test "$BIGDIR/vbig.verity" "$(<"$BIGDIR/vbig.roothash")" ||
+	not_ok "cannot make an orphaned sysextd-* dm device"
+check "the orphaned device exists" bash -c 'dm_ours() { for f in /sys/block/dm-*/dm/name; do [[ -e $f ]] && cat "$f"; done; }; dm_ours | grep -q sysextd-orphan-test'
+sysextd status >/dev/null 2>&1
+if wait_for 20 no_dm_ours; then
+	ok "the daemon removed the orphaned sysextd-* dm device at its start"
+else
+	not_ok "orphaned dm device still there after the daemon started: $(dm_ours | tr '\n' ' ')"
+	veritysetup close sysextd-orphan-test 2>/dev/null
 fi
 finish
