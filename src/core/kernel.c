@@ -36,10 +36,14 @@ static bool probe_create_excl(void) {
 }
 
 static bool probe_lowerdir_plus(void) {
-        _cleanup_close_ int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+        _cleanup_close_ int bogus = fsopen("overlay", FSOPEN_CLOEXEC), fs = fsopen("overlay", FSOPEN_CLOEXEC);
 
-        /* Setting a layer only records it; the context is never created. */
-        return fs >= 0 && fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir+", "/", 0) >= 0;
+        /* Setting a layer only records it; the context is never created.  Before 6.5 overlayfs
+         * has no mount-API parser of its own: the kernel's legacy one takes any key and only
+         * the mount fails, so a key that cannot exist must be refused for the answer to mean
+         * anything. */
+        return bogus >= 0 && fs >= 0 && fsconfig(bogus, FSCONFIG_SET_STRING, "sysextd-no-such-option", "x", 0) < 0 &&
+               fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir+", "/", 0) >= 0;
 }
 
 static bool probe_unique_mount_id(void) {

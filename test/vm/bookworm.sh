@@ -10,7 +10,8 @@
 #  - a refresh is refused by default with the documented message, and the tree stays;
 #  - with DegradedMode=unmount-mount the refresh goes through, and status says "degraded";
 #  - a corrupt squashfs is refused with the kernel's own reason, not "busy";
-#  - unmerge leaves the base and no loop device.
+#  - unmerge leaves the base and, once the daemon (started while /usr was merged, so its
+#    libraries map files of the old tree) has stopped, no loop device.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -23,6 +24,17 @@ loops_attached() {
 	local f n=0
 	for f in /sys/block/loop*/loop/backing_file; do [[ -e $f ]] && n=$((n + 1)); done
 	echo "$n"
+}
+# Diagnostics: overlays on /usr per mount namespace (one process each).
+ns_overlays() {
+	local p seen=" " ns n
+	for p in /proc/[0-9]*; do
+		ns=$(readlink "$p/ns/mnt" 2>/dev/null) || continue
+		[[ $seen == *" $ns "* ]] && continue
+		seen+="$ns "
+		n=$(grep -cE ' /usr [^-]* - overlay ' "$p/mountinfo" 2>/dev/null) || true
+		[[ ${n:-0} -gt 0 ]] && echo -n "$(cat "$p/comm")=$n "
+	done
 }
 loops_before=$(loops_attached)
 
@@ -69,12 +81,15 @@ check "refresh refused by default (exit $rc)" test "$rc" != 0
 check "the documented message: MOVE_MOUNT_BENEATH needs Linux 6.5 ($msg)" grep -q "MOVE_MOUNT_BENEATH needs Linux 6.5" <<<"$msg"
 check "the message names DegradedMode=unmount-mount" grep -q "DegradedMode=unmount-mount" <<<"$msg"
 expect "the tree stays at v1" "v1 v1 v1" "$(shows)"
+note "loops after the refused refresh: $(loops_attached); overlays: $(ns_overlays)"
 
 # --- degraded mode ------------------------------------------------------------------------
 printf '[Kernel]\nDegradedMode=unmount-mount\n[Daemon]\nIdleTimeoutSec=0\n' >/etc/sysextd/sysextd.conf
 systemctl stop sysextd.service
+t_refresh=$SECONDS
 sysextd refresh >/run/vmtest.out 2>/run/vmtest.err
 expect "refresh in degraded mode" 0 "$?"
+note "loops after the degraded refresh: $(loops_attached); overlays: $(ns_overlays)"
 note "refresh: $(tr '\n' '|' </run/vmtest.err)"
 check "refresh says it ran degraded" grep -q "degraded mode" /run/vmtest.err
 expect "the tree is v2" "v2 v2 v2" "$(shows)"
@@ -94,9 +109,36 @@ if grep -qi "busy" <<<"$reason"; then not_ok "the reason blames a busy device: $
 rm -f "$EXTDIR/broken.raw"
 
 # --- unmerge ----------------------------------------------------------------------------------
+note "loops after list: $(loops_attached)"
 check "sysextd unmerge" sysextd unmerge
+note "loops after unmerge: $(loops_attached); overlays: $(ns_overlays)"
 expect "base after unmerge" base "$(probe_in)"
 expect "no overlay on /usr after unmerge" 0 "$(usr_overlays_in)"
+# A process started while /usr was merged maps its libraries through that overlay, which
+# keeps the lazily detached tree and its images alive: the daemon was (re)started then.
+systemctl stop sysextd.service
 no_loops() { (( $(loops_attached) <= loops_before )); }
-if wait_for 20 no_loops; then ok "no loop device left"; else not_ok "loop devices: $(loops_attached), before $loops_before"; fi
+if wait_for 20 no_loops; then ok "no loop device left"; else
+	not_ok "loop devices: $(loops_attached), before $loops_before"
+	note "losetup: $(losetup -l -O NAME,BACK-FILE,BACK-INO,AUTOCLEAR 2>&1 | tr '\n' '|')"
+	note "images: $(ls -i "$IMGDIR" | tr '\n' ' ')"
+	for p in /proc/[0-9]*; do
+		l=$(grep -E ' 07:[0-9a-f]+ ' "$p/maps" 2>/dev/null | tr '\n' '|') || true
+		[[ -n $l ]] && note "$(cat "$p/comm") maps from a loop device: $l"
+		for x in cwd root exe; do
+			case $(readlink "$p/$x" 2>/dev/null) in /usr/share*|*deleted*) note "$(cat "$p/comm") $x -> $(readlink "$p/$x")" ;; esac
+		done
+	done
+	sleep 30
+	note "30 s later: $(loops_attached) loop devices: $(losetup -l -O NAME,BACK-INO 2>&1 | tr '\n' '|')"
+	for p in /proc/[0-9]*; do
+		for f in "$p"/fd/*; do
+			case $(readlink "$f" 2>/dev/null) in /dev/loop*|*.raw*|/usr*|mnt:*|/run/sysextd*) note "$(cat "$p/comm") $f -> $(readlink "$f")" ;; esac
+		done
+	done
+	for p in /proc/[0-9]*; do
+		l=$(grep -E ' - (overlay|erofs|squashfs|ext4) ' "$p/mountinfo" 2>/dev/null | grep -v ' / / ' | tr '\n' '|') || true
+		[[ -n $l ]] && note "$(cat "$p/comm" 2>/dev/null) ($(readlink "$p/ns/mnt")): $l"
+	done | sort -u -t'(' -k2,2
+fi
 finish
