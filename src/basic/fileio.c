@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
 #include <fcntl.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <linux/openat2.h>
 #include <stdio.h>
@@ -7,6 +9,7 @@
 
 #include "fd-util.h"
 #include "fileio.h"
+#include "util.h"
 
 int open_regular_at(int dir_fd, const char *path, uint64_t resolve, int *ret_fd, struct stat *ret_st) {
         _cleanup_close_ int pfd = -EBADF;
@@ -191,4 +194,69 @@ int mkdir_p_in_root(int root_fd, const char *path, mode_t mode) {
                 safe_close(fd);
                 *s = c;
         }
+}
+
+#define RM_RF_DEPTH_MAX 256
+
+static int rm_rf_children(int dir_fd, dev_t dev, unsigned depth);
+
+static int rm_rf_entry(int dir_fd, const char *name, dev_t dev, unsigned depth) {
+        struct stat st;
+        int fd, r;
+
+        if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : negative_errno();
+        if (!S_ISDIR(st.st_mode)) {
+                r = RET_NERRNO(unlinkat(dir_fd, name, 0));
+                return r == -ENOENT ? 0 : r;
+        }
+        if (st.st_dev != dev)
+                return -EXDEV; /* a mount below: never removed through */
+        if (depth >= RM_RF_DEPTH_MAX)
+                return -ELOOP;
+        fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0)
+                return negative_errno();
+        r = rm_rf_children(fd, dev, depth + 1);
+        safe_close(fd);
+        if (r < 0)
+                return r;
+        if (unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                return negative_errno();
+        return 0;
+}
+
+static int rm_rf_children(int dir_fd, dev_t dev, unsigned depth) {
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        int fd, r = 0;
+
+        fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return negative_errno();
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return negative_errno();
+        }
+        while ((de = readdir(d))) {
+                int k;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                k = rm_rf_entry(dirfd(d), de->d_name, dev, depth);
+                if (k < 0 && r == 0)
+                        r = k;
+        }
+        return r;
+}
+
+int rm_rf_at(int dir_fd, const char *name) {
+        struct stat st;
+
+        if (isempty(name) || strchr(name, '/') || streq(name, ".") || streq(name, ".."))
+                return -EINVAL;
+        if (fstat(dir_fd, &st) < 0)
+                return negative_errno();
+        return rm_rf_entry(dir_fd, name, st.st_dev, 0);
 }

@@ -40,3 +40,8 @@ const char *read_error_string(int error, mode_t mode, size_t max_size, char *buf
  * RESOLVE_IN_ROOT from root_fd, so a symlink on the way stays inside the tree) and returns an
  * O_RDONLY | O_DIRECTORY fd of the last one. */
 int mkdir_p_in_root(int root_fd, const char *path, mode_t mode);
+
+/* Removes the entry 'name' of dir_fd and, for a directory, everything below it, without
+ * following a symlink anywhere (a symlink is removed, not what it points to) and without
+ * crossing into another mount.  Missing is not an error. */
+int rm_rf_at(int dir_fd, const char *name);

@@ -276,6 +276,12 @@ uint64_t now_realtime_usec(void) {
         return (uint64_t) ts.tv_sec * 1000000ULL + ts.tv_nsec / 1000;
 }
 
+uint64_t now_monotonic_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000ULL + ts.tv_nsec / 1000;
+}
+
 char *format_timestamp(uint64_t usec) {
         char buf[64];
         time_t t = (time_t) (usec / 1000000ULL);

@@ -40,6 +40,7 @@ int mkdir_p_at(int dir_fd, const char *path, mode_t mode);
 int version_compare(const char *a, const char *b);
 
 uint64_t now_realtime_usec(void);
+uint64_t now_monotonic_usec(void);
 char *format_timestamp(uint64_t usec); /* "Thu 2026-12-03 08:30:00 UTC" */
 
 int random_hex(size_t n_bytes, char **ret);

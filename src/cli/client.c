@@ -12,6 +12,36 @@
 #include "output.h"
 #include "util.h"
 
+/* The options a call carries: only what was asked for, the daemon's configuration for the
+ * rest. */
+static int append_options(sd_bus_message *m, const EngineOptions *o) {
+        static const char *const mutable_key[_IMAGE_CLASS_MAX] = { "sysext-mutable", "confext-mutable" };
+        int r;
+
+        r = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (r >= 0 && o->force)
+                r = sd_bus_message_append(m, "{sv}", "force", "b", 1);
+        if (r >= 0 && o->always_refresh)
+                r = sd_bus_message_append(m, "{sv}", "always-refresh", "b", 1);
+        if (r >= 0 && o->strict)
+                r = sd_bus_message_append(m, "{sv}", "strict", "b", 1);
+        if (r >= 0 && o->no_reload)
+                r = sd_bus_message_append(m, "{sv}", "no-reload", "b", 1);
+        if (r >= 0 && o->noexec >= 0)
+                r = sd_bus_message_append(m, "{sv}", "noexec", "b", o->noexec > 0);
+        if (r >= 0 && o->policy >= 0)
+                r = sd_bus_message_append(m, "{sv}", "image-policy", "s", image_policy_to_string(o->policy));
+        for (int k = 0; r >= 0 && k < _IMAGE_CLASS_MAX; k++) {
+                if ((o->classes & (1u << k)))
+                        r = sd_bus_message_append(m, "{sv}", "class", "s", image_class_to_string(k));
+                if (r >= 0 && o->mutable[k] >= 0)
+                        r = sd_bus_message_append(m, "{sv}", mutable_key[k], "s", mutable_mode_to_string(o->mutable[k]));
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        return r;
+}
+
 static int call(sd_bus *bus, const char *method, const EngineOptions *o, sd_bus_message **ret) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
@@ -21,12 +51,16 @@ static int call(sd_bus *bus, const char *method, const EngineOptions *o, sd_bus_
         if (r < 0)
                 return log_error_errno(r, "Failed to create the bus message: %m");
         if (o) {
-                r = sd_bus_message_append(m, "a{sv}", 3, "force", "b", o->force, "noexec", "b", o->noexec, "strict",
-                                          "b", o->strict);
+                r = append_options(m, o);
                 if (r < 0)
                         return log_error_errno(r, "Failed to create the bus message: %m");
         }
         r = sd_bus_call(bus, m, SYSEXTD_CALL_TIMEOUT_USEC, &error, ret);
+        if (r < 0 && sd_bus_error_has_name(&error, SYSEXTD_ERROR_NO_IMAGES)) {
+                /* Nothing to merge is no failure, as with systemd-sysext. */
+                log_info("%s", error.message ?: "No extensions found.");
+                return 1;
+        }
         if (r < 0) {
                 if (sd_bus_error_has_names(&error, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER,
                                            "org.freedesktop.DBus.Error.Spawn.ServiceNotFound"))
@@ -62,7 +96,7 @@ static int check_root(sd_bus *bus, const char *root) {
         return 0;
 }
 
-static int transition(sd_bus *bus, const char *method, const EngineOptions *o, bool json) {
+static int transition(sd_bus *bus, const char *method, const EngineOptions *o, const OutputOptions *out) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         uint64_t generation;
         int changed, r;
@@ -70,8 +104,8 @@ static int transition(sd_bus *bus, const char *method, const EngineOptions *o, b
         const char *text;
 
         r = call(bus, method, o, &reply);
-        if (r < 0)
-                return r;
+        if (r != 0)
+                return r < 0 ? r : 0;
         r = sd_bus_message_read(reply, "tb", &generation, &changed);
         if (r < 0)
                 return log_error_errno(r, "Failed to parse the reply: %m");
@@ -83,7 +117,7 @@ static int transition(sd_bus *bus, const char *method, const EngineOptions *o, b
                         fprintf(stderr, "%s\n", text);
         if (r < 0)
                 return log_error_errno(r, "Failed to parse the reply: %m");
-        if (json)
+        if (out->format == OUTPUT_JSON)
                 printf("{\"generation\":%" PRIu64 ",\"changed\":%s}\n", generation, changed ? "true" : "false");
         return 0;
 }
@@ -92,21 +126,21 @@ static int or_default(int v, int fallback) {
         return v < 0 ? fallback : v;
 }
 
-static int list(sd_bus *bus, bool json) {
+static int list(sd_bus *bus, const EngineOptions *o, const OutputOptions *out) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         _cleanup_image_list_ ImageList l = {};
         _cleanup_json_ json_object *a = NULL;
-        const char *name, *kind, *path, *status, *reason, *verity;
+        const char *name, *kind, *path, *status, *reason, *verity, *klass;
         int is_signed, r;
 
-        r = call(bus, "ListImages", NULL, &reply);
+        r = call(bus, "ListImagesEx", o, &reply);
         if (r < 0)
                 return r;
-        r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_IMAGE_STRUCT);
+        r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_IMAGE_EX_STRUCT);
         /* The same image records as in process, so that both print the same. */
         while (r >= 0 &&
-               (r = sd_bus_message_read(reply, SYSEXTD_IMAGE_STRUCT, &name, &kind, &path, &status, &reason, &verity,
-                                        &is_signed)) > 0) {
+               (r = sd_bus_message_read(reply, SYSEXTD_IMAGE_EX_STRUCT, &name, &kind, &path, &status, &reason, &verity,
+                                        &is_signed, &klass)) > 0) {
                 Image *n = realloc(l.images, sizeof(Image) * (l.n + 1)), *img;
 
                 if (!n)
@@ -121,6 +155,7 @@ static int list(sd_bus *bus, bool json) {
                         .verdict = or_default(image_verdict_from_string(status), IMAGE_UNPROBED),
                         .verity = or_default(verity_mode_from_string(verity), VERITY_NONE),
                         .signed_valid = is_signed,
+                        .klass = or_default(image_class_from_string(klass), IMAGE_CLASS_SYSEXT),
                         .root_fd = -EBADF,
                 };
                 if (!img->name || !img->path || (!isempty(reason) && !img->reason))
@@ -129,14 +164,11 @@ static int list(sd_bus *bus, bool json) {
         if (r < 0)
                 return log_error_errno(r, "Failed to parse the reply: %m");
         a = output_list_json(&l);
-        if (json)
-                output_json(a);
-        else
-                output_list_text(a);
+        output_list(a, out);
         return 0;
 }
 
-static int status(sd_bus *bus, bool json) {
+static int status(sd_bus *bus, const EngineOptions *opts, const OutputOptions *out) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *stacks = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(engine_status_done) EngineStatus s = {};
@@ -214,8 +246,32 @@ static int status(sd_bus *bus, bool json) {
                 if (!img->name || !img->path)
                         return log_oom();
         }
+        if (r >= 0)
+                r = sd_bus_message_exit_container(reply);
+        /* The classes (at the end, newer than the rest). */
+        if (r >= 0 && sd_bus_message_at_end(reply, false) == 0) {
+                const char *klass;
+                int writable;
+
+                r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_CLASS_STRUCT);
+                while (r >= 0 && (r = sd_bus_message_read(reply, SYSEXTD_CLASS_STRUCT, &path, &klass, &writable)) > 0)
+                        for (size_t i = 0; i < s.n_hierarchies; i++)
+                                if (streq(s.hierarchies[i].path, path)) {
+                                        s.hierarchies[i].klass = or_default(image_class_from_string(klass), IMAGE_CLASS_SYSEXT);
+                                        s.hierarchies[i].writable = writable;
+                                }
+        }
         if (r < 0)
                 return log_error_errno(r, "Failed to parse the reply: %m");
+        /* --class= picks the hierarchies of one class. */
+        for (size_t i = 0; i < s.n_hierarchies;)
+                if (!engine_options_cover(opts, s.hierarchies[i].klass)) {
+                        free(s.hierarchies[i].path);
+                        strv_free(s.hierarchies[i].extensions);
+                        memmove(&s.hierarchies[i], &s.hierarchies[i + 1], sizeof(HierarchyStatus) * (s.n_hierarchies - i - 1));
+                        s.n_hierarchies--;
+                } else
+                        i++;
 
         /* Newer than GetStatus: how ownership is proven, and how trees are stacked. */
         if (sd_bus_get_property_string(bus, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "OwnershipProof", &error,
@@ -233,16 +289,13 @@ static int status(sd_bus *bus, bool json) {
                                 }
 
         o = output_status_json(&s);
-        if (json)
-                output_json(o);
-        else
-                output_status_text(o);
+        output_status(o, out);
         /* The strings borrowed from the reply are not the status' to free. */
         s.mode = s.policy = s.proof = NULL;
         return 0;
 }
 
-int client_run(const char *verb, const char *root, const EngineOptions *o, bool json) {
+int client_run(const char *verb, const char *root, const EngineOptions *o, const OutputOptions *out) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         int r;
 
@@ -257,12 +310,12 @@ int client_run(const char *verb, const char *root, const EngineOptions *o, bool 
                 return r;
 
         if (streq(verb, "merge"))
-                return transition(bus, "Merge", o, json);
+                return transition(bus, "Merge", o, out);
         if (streq(verb, "refresh"))
-                return transition(bus, "Refresh", o, json);
+                return transition(bus, "Refresh", o, out);
         if (streq(verb, "unmerge"))
-                return transition(bus, "Unmerge", o, json);
+                return transition(bus, "Unmerge", o, out);
         if (streq(verb, "list"))
-                return list(bus, json);
-        return status(bus, json);
+                return list(bus, o, out);
+        return status(bus, o, out);
 }

@@ -6,6 +6,7 @@
  * JSON form is built.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "image-json.h"
@@ -68,7 +69,10 @@ json_object *output_status_json(const EngineStatus *s) {
                 _cleanup_free_ char *since = since_string(h->since);
 
                 json_object_object_add(e, "hierarchy", json_object_new_string(h->path));
+                json_object_object_add(e, "class", json_object_new_string(image_class_to_string(h->klass)));
                 json_object_object_add(e, "merged", json_object_new_boolean(h->merged));
+                if (h->writable)
+                        json_object_object_add(e, "writable", json_object_new_boolean(true));
                 json_object_object_add(e, "extensions", json_new_strv(h->extensions));
                 json_object_object_add(e, "since", h->merged ? json_new_string_or_null(since) : NULL);
                 json_object_object_add(e, "since_usec", json_object_new_uint64(h->merged ? h->since : 0));
@@ -133,30 +137,31 @@ static size_t column_width(json_object *a, const char *key, const char *header) 
         return w;
 }
 
-void output_list_text(json_object *list) {
-        int wn = (int) column_width(list, "name", "NAME"), wk = (int) column_width(list, "kind", "KIND"),
-            wp = (int) column_width(list, "path", "PATH");
+static void output_list_text(json_object *list, bool legend) {
+        int wn = (int) column_width(list, "name", "NAME"), wc = (int) column_width(list, "class", "CLASS"),
+            wk = (int) column_width(list, "kind", "KIND"), wp = (int) column_width(list, "path", "PATH");
 
         if (json_object_array_length(list) == 0) {
-                printf("No images found.\n");
+                fprintf(stderr, "No OS extensions found.\n");
                 return;
         }
-        printf("%-*s %-*s %-*s %s\n", wn, "NAME", wk, "KIND", wp, "PATH", "STATUS");
+        if (legend)
+                printf("%-*s %-*s %-*s %-*s %s\n", wn, "NAME", wc, "CLASS", wk, "KIND", wp, "PATH", "STATUS");
         for (size_t i = 0; i < json_object_array_length(list); i++) {
                 json_object *o = json_object_array_get_idx(list, i);
                 const char *status = get_str(o, "status"), *reason = get_str(o, "reason"), *verity = get_str(o, "verity");
                 bool sig = get_bool(o, "signed");
 
-                printf("%-*s %-*s %-*s %s%s%s%s%s%s\n", wn, strna(get_str(o, "name")), wk, strna(get_str(o, "kind")), wp,
-                       strna(get_str(o, "path")), strna(status), reason ? ": " : "", reason ?: "",
+                printf("%-*s %-*s %-*s %-*s %s%s%s%s%s%s\n", wn, strna(get_str(o, "name")), wc, strna(get_str(o, "class")), wk,
+                       strna(get_str(o, "kind")), wp, strna(get_str(o, "path")), strna(status), reason ? ": " : "", reason ?: "",
                        verity && !streq(verity, "none") ? " verity=" : "", verity && !streq(verity, "none") ? verity : "",
                        sig ? " signed" : "");
         }
 }
 
-void output_status_text(json_object *status) {
+static void output_status_text(json_object *status, bool legend) {
         json_object *a, *sk;
-        size_t wh = strlen("HIERARCHY"), we = strlen("EXTENSIONS");
+        size_t wh = strlen("HIERARCHY"), we = strlen("EXTENSIONS"), wc = strlen("CLASS");
         _cleanup_strv_free_ char **ext = NULL;
 
         if (!json_object_object_get_ex(status, "hierarchies", &a))
@@ -173,14 +178,18 @@ void output_status_text(json_object *status) {
                         we = strlen(ext[i]);
                 if (strlen(strna(get_str(h, "hierarchy"))) > wh)
                         wh = strlen(get_str(h, "hierarchy"));
+                if (strlen(strna(get_str(h, "class"))) > wc)
+                        wc = strlen(get_str(h, "class"));
         }
-        printf("%-*s %-*s %s\n", (int) wh, "HIERARCHY", (int) we, "EXTENSIONS", "SINCE");
+        if (legend)
+                printf("%-*s %-*s %-*s %s\n", (int) wh, "HIERARCHY", (int) wc, "CLASS", (int) we, "EXTENSIONS", "SINCE");
         for (size_t i = 0; i < json_object_array_length(a); i++) {
                 json_object *h = json_object_array_get_idx(a, i);
                 const char *since = get_str(h, "since");
 
-                printf("%-*s %-*s %s%s\n", (int) wh, strna(get_str(h, "hierarchy")), (int) we,
-                       ext && i < strv_length(ext) ? ext[i] : "none", since ?: "-",
+                printf("%-*s %-*s %-*s %s%s%s\n", (int) wh, strna(get_str(h, "hierarchy")), (int) wc, strna(get_str(h, "class")),
+                       (int) we, ext && i < strv_length(ext) ? ext[i] : "none", since ?: "-",
+                       get_bool(h, "writable") ? " (writable)" : "",
                        get_bool(h, "foreign_mount_on_top") ? " (covered by a foreign mount)" : "");
         }
         for (size_t i = 0; i < json_object_array_length(a); i++) {
@@ -225,6 +234,78 @@ void output_status_text(json_object *status) {
                 }
 }
 
-void output_json(json_object *o) {
-        printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+static void print_json(json_object *o, int flags) {
+        printf("%s\n", json_object_to_json_string_ext(o, flags | JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+static void copy_field(json_object *to, json_object *from, const char *key, const char *as) {
+        json_object *v;
+
+        if (json_object_object_get_ex(from, key, &v))
+                json_object_object_add(to, as ?: key, json_object_get(v));
+}
+
+static int systemd_flags(OutputFormat f) {
+        return f == OUTPUT_JSON_SHORT ? JSON_C_TO_STRING_PLAIN : JSON_C_TO_STRING_PRETTY;
+}
+
+void output_list(json_object *list, const OutputOptions *o) {
+        _cleanup_json_ json_object *a = NULL;
+
+        if (o->format == OUTPUT_TEXT)
+                return output_list_text(list, o->legend);
+        if (o->format == OUTPUT_JSON)
+                return print_json(list, JSON_C_TO_STRING_PRETTY);
+        a = json_object_new_array();
+        for (size_t i = 0; i < json_object_array_length(list); i++) {
+                json_object *img = json_object_array_get_idx(list, i), *e = json_object_new_object();
+                const char *kind = get_str(img, "kind");
+
+                copy_field(e, img, "name", NULL);
+                json_object_object_add(e, "type", json_object_new_string(streq_ptr(kind, "directory") ? "directory" : "raw"));
+                copy_field(e, img, "path", NULL);
+                json_object_object_add(e, "time", NULL);
+                copy_field(e, img, "class", NULL);
+                copy_field(e, img, "kind", NULL);
+                copy_field(e, img, "status", NULL);
+                copy_field(e, img, "reason", NULL);
+                json_object_array_add(a, e);
+        }
+        print_json(a, systemd_flags(o->format));
+}
+
+static int compare_hierarchy(const void *a, const void *b) {
+        json_object *const *x = a, *const *y = b;
+        return strcmp(strempty(get_str(*x, "hierarchy")), strempty(get_str(*y, "hierarchy")));
+}
+
+void output_status(json_object *status, const OutputOptions *o) {
+        _cleanup_json_ json_object *a = NULL;
+        json_object *hs;
+
+        if (o->format == OUTPUT_TEXT)
+                return output_status_text(status, o->legend);
+        if (o->format == OUTPUT_JSON)
+                return print_json(status, JSON_C_TO_STRING_PRETTY);
+        a = json_object_new_array();
+        if (json_object_object_get_ex(status, "hierarchies", &hs))
+                for (size_t i = 0; i < json_object_array_length(hs); i++) {
+                        json_object *h = json_object_array_get_idx(hs, i), *e = json_object_new_object(), *x;
+                        bool merged = get_bool(h, "merged");
+
+                        copy_field(e, h, "hierarchy", NULL);
+                        /* As systemd-sysext: the names, or "none" when nothing is merged. */
+                        if (merged && json_object_object_get_ex(h, "extensions", &x))
+                                json_object_object_add(e, "extensions", json_object_get(x));
+                        else
+                                json_object_object_add(e, "extensions", json_object_new_string("none"));
+                        json_object_object_add(e, "since", merged ? json_object_new_uint64(strtoull(strempty(get_str(h, "since_usec")), NULL, 10)) : NULL);
+                        copy_field(e, h, "class", NULL);
+                        copy_field(e, h, "merged", NULL);
+                        copy_field(e, h, "writable", NULL);
+                        json_object_array_add(a, e);
+                }
+        /* Ordered by hierarchy, as systemd-sysext orders them. */
+        json_object_array_sort(a, compare_hierarchy);
+        print_json(a, systemd_flags(o->format));
 }

@@ -10,6 +10,22 @@
  * engine's results in-process and from the daemon's replies. */
 json_object *output_list_json(const ImageList *l);
 json_object *output_status_json(const EngineStatus *s);
-void output_list_text(json_object *list);
-void output_status_text(json_object *status);
-void output_json(json_object *o);
+
+typedef enum OutputFormat {
+        OUTPUT_TEXT,        /* tables */
+        OUTPUT_JSON,        /* --json: sysextd's documents, pretty-printed */
+        OUTPUT_JSON_PRETTY, /* --json=pretty: systemd-sysext's form, indented */
+        OUTPUT_JSON_SHORT,  /* --json=short: systemd-sysext's form, one line */
+        _OUTPUT_FORMAT_MAX,
+} OutputFormat;
+
+typedef struct OutputOptions {
+        OutputFormat format;
+        bool legend; /* table headers (off with --no-legend) */
+} OutputOptions;
+
+/* Prints a list or status document (from output_*_json()) in the chosen format.  systemd's
+ * form is its array of {name, type, path, time} and {hierarchy, extensions, since}, with
+ * sysextd's fields (class, status, ...) added to each object. */
+void output_list(json_object *list, const OutputOptions *o);
+void output_status(json_object *status, const OutputOptions *o);

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * sysextd: the command line.  Verbs call the engine in this process (--no-bus) or, without
- * it, the daemon over D-Bus.
+ * it, the daemon over D-Bus.  The options and the environment are systemd-sysext's, so that a
+ * script written for it works with the command name changed; sysextd(8) lists what differs.
+ * Every failure exits 1, as with systemd-sysext.
  */
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
@@ -21,43 +24,94 @@
 typedef struct Args {
         const char *root;
         const char *config;
-        bool json, no_bus, force, strict, noexec;
         const char *verb;
+        bool no_bus;
+        EngineOptions options;
+        OutputOptions output;
+        bool no_reload;
 } Args;
 
 static void help(void) {
         printf("sysextd [OPTIONS...] COMMAND\n\n"
-               "Merge system extension images into /usr and /opt, and replace them atomically.\n\n"
+               "Merge system extension images into /usr and /opt and configuration extension images\n"
+               "into /etc, and replace them atomically.\n\n"
                "Commands:\n"
-               "  status         Show the merged hierarchies (default)\n"
-               "  list           List the images found and whether they can be merged\n"
-               "  merge          Merge the extensions into the hierarchies\n"
-               "  refresh        Replace the merged tree with one built from the current images\n"
-               "  unmerge        Remove the merged extensions\n"
-               "  daemon         Run the D-Bus service org.sysextd1\n\n"
+               "  status                  Show the merged hierarchies (default)\n"
+               "  list                    List the images found and whether they can be merged\n"
+               "  merge                   Merge the extensions into the hierarchies\n"
+               "  refresh                 Replace the merged trees with ones built from the current images\n"
+               "  unmerge                 Remove the merged extensions\n"
+               "  daemon                  Run the D-Bus service org.sysextd1\n\n"
                "Options:\n"
-               "  -h --help          Show this help\n"
-               "     --version       Show the version\n"
-               "     --root=DIR      Operate on the tree below DIR instead of /\n"
-               "     --config=FILE   Read the configuration from FILE\n"
-               "     --no-bus        Run in this process instead of asking the daemon\n"
-               "     --json          Print JSON (status, list)\n"
-               "     --force         refresh: rebuild even when nothing changed\n"
-               "     --strict        Fail when any image is refused instead of skipping it\n"
-               "     --noexec        Mount the merged tree noexec\n\n"
+               "  -h --help               Show this help\n"
+               "     --version            Show the version\n"
+               "     --root=PATH          Operate on the tree below PATH instead of /\n"
+               "     --config=FILE        Read the configuration from FILE\n"
+               "     --no-bus             Run in this process instead of asking the daemon\n"
+               "     --class=CLASS        Only sysext or confext images and hierarchies\n"
+               "     --mutable=MODE       no, yes, auto, import, ephemeral, ephemeral-import (or help)\n"
+               "     --image-policy=POLICY\n"
+               "                          open, verity, signed, or a systemd image policy\n"
+               "     --noexec=BOOL        Mount the merged trees noexec (confext: yes)\n"
+               "     --force              Ignore version incompatibilities\n"
+               "     --always-refresh=BOOL\n"
+               "                          Do not skip a refresh when nothing changed\n"
+               "     --strict             Fail when any image is refused instead of skipping it\n"
+               "     --no-reload          Do not reload the service manager or restart units\n"
+               "     --json=FORMAT        pretty, short (systemd-sysext's form) or off; --json alone:\n"
+               "                          sysextd's documents\n"
+               "     --no-pager           Do not pipe output into a pager (there is none)\n"
+               "     --no-legend          Do not show the headers\n\n"
                "See sysextd(8) for details.\n");
 }
 
+static int parse_boolean(const char *v) {
+        if (STR_IN_SET(v, "1", "yes", "y", "true", "t", "on"))
+                return 1;
+        if (STR_IN_SET(v, "0", "no", "n", "false", "f", "off"))
+                return 0;
+        return -EINVAL;
+}
+
 static int parse_args(int argc, char **argv, Args *a) {
-        enum { ARG_VERSION = 0x100, ARG_ROOT, ARG_CONFIG, ARG_JSON, ARG_NO_BUS, ARG_FORCE, ARG_STRICT, ARG_NOEXEC };
-        static const struct option options[] = {
-                { "help", no_argument, NULL, 'h' },           { "version", no_argument, NULL, ARG_VERSION },
-                { "root", required_argument, NULL, ARG_ROOT }, { "config", required_argument, NULL, ARG_CONFIG },
-                { "json", no_argument, NULL, ARG_JSON },       { "no-bus", no_argument, NULL, ARG_NO_BUS },
-                { "force", no_argument, NULL, ARG_FORCE },     { "strict", no_argument, NULL, ARG_STRICT },
-                { "noexec", no_argument, NULL, ARG_NOEXEC },   {},
+        enum {
+                ARG_VERSION = 0x100,
+                ARG_ROOT,
+                ARG_CONFIG,
+                ARG_JSON,
+                ARG_NO_BUS,
+                ARG_FORCE,
+                ARG_STRICT,
+                ARG_NOEXEC,
+                ARG_MUTABLE,
+                ARG_CLASS,
+                ARG_ALWAYS_REFRESH,
+                ARG_NO_RELOAD,
+                ARG_NO_PAGER,
+                ARG_NO_LEGEND,
+                ARG_IMAGE_POLICY,
         };
-        int c;
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "root", required_argument, NULL, ARG_ROOT },
+                { "config", required_argument, NULL, ARG_CONFIG },
+                { "json", optional_argument, NULL, ARG_JSON },
+                { "no-bus", no_argument, NULL, ARG_NO_BUS },
+                { "force", no_argument, NULL, ARG_FORCE },
+                { "strict", no_argument, NULL, ARG_STRICT },
+                { "noexec", optional_argument, NULL, ARG_NOEXEC },
+                { "mutable", required_argument, NULL, ARG_MUTABLE },
+                { "class", required_argument, NULL, ARG_CLASS },
+                { "always-refresh", required_argument, NULL, ARG_ALWAYS_REFRESH },
+                { "no-reload", no_argument, NULL, ARG_NO_RELOAD },
+                { "no-pager", no_argument, NULL, ARG_NO_PAGER },
+                { "no-legend", no_argument, NULL, ARG_NO_LEGEND },
+                { "image-policy", required_argument, NULL, ARG_IMAGE_POLICY },
+                {},
+        };
+        bool mutable_help = false;
+        int c, k, mutable = -1;
 
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
                 switch (c) {
@@ -74,31 +128,107 @@ static int parse_args(int argc, char **argv, Args *a) {
                         );
                         return 0;
                 case ARG_ROOT:
-                        a->root = optarg;
+                        a->root = isempty(optarg) ? NULL : optarg;
                         break;
                 case ARG_CONFIG:
                         a->config = optarg;
                         break;
                 case ARG_JSON:
-                        a->json = true;
+                        if (!optarg)
+                                a->output.format = OUTPUT_JSON;
+                        else if (streq(optarg, "pretty"))
+                                a->output.format = OUTPUT_JSON_PRETTY;
+                        else if (streq(optarg, "short"))
+                                a->output.format = OUTPUT_JSON_SHORT;
+                        else if (streq(optarg, "off"))
+                                a->output.format = OUTPUT_TEXT;
+                        else if (streq(optarg, "help")) {
+                                printf("pretty\nshort\noff\n");
+                                return 0;
+                        } else {
+                                log_error("Unknown argument to --json= switch: %s", optarg);
+                                return -EINVAL;
+                        }
                         break;
                 case ARG_NO_BUS:
                         a->no_bus = true;
                         break;
                 case ARG_FORCE:
-                        a->force = true;
+                        a->options.force = true;
                         break;
                 case ARG_STRICT:
-                        a->strict = true;
+                        a->options.strict = true;
                         break;
                 case ARG_NOEXEC:
-                        a->noexec = true;
+                        k = optarg ? parse_boolean(optarg) : 1;
+                        if (k < 0) {
+                                log_error("Failed to parse boolean argument to '--noexec': %s", optarg);
+                                return -EINVAL;
+                        }
+                        a->options.noexec = k;
+                        break;
+                case ARG_ALWAYS_REFRESH:
+                        k = parse_boolean(optarg);
+                        if (k < 0) {
+                                log_error("Failed to parse argument to --always-refresh=: %s", optarg);
+                                return -EINVAL;
+                        }
+                        a->options.always_refresh = k;
+                        break;
+                case ARG_MUTABLE:
+                        if (streq(optarg, "help")) {
+                                mutable_help = true;
+                                break;
+                        }
+                        k = mutable_mode_from_string(optarg);
+                        if (k < 0) {
+                                log_error("Failed to parse argument to --mutable=: %s", optarg);
+                                return -EINVAL;
+                        }
+                        mutable = k;
+                        break;
+                case ARG_CLASS:
+                        k = image_class_from_string(optarg);
+                        if (k < 0) {
+                                log_error("Unknown class '%s': sysext or confext.", optarg);
+                                return -EINVAL;
+                        }
+                        a->options.classes |= 1u << k;
+                        break;
+                case ARG_NO_RELOAD:
+                        a->no_reload = true;
+                        break;
+                case ARG_NO_PAGER:
+                        break;
+                case ARG_NO_LEGEND:
+                        a->output.legend = false;
+                        break;
+                case ARG_IMAGE_POLICY:
+                        k = image_policy_parse(optarg);
+                        if (k < 0) {
+                                log_error("Failed to parse image policy '%s' (open, verity, signed, or a systemd image policy).",
+                                          optarg);
+                                return -EINVAL;
+                        }
+                        a->options.policy = k;
                         break;
                 default:
                         return -EINVAL;
                 }
 
+        if (mutable_help) {
+                if (a->output.legend)
+                        printf("Known mutability modes:\n");
+                for (int m = 0; m < _MUTABLE_MAX; m++)
+                        printf("%s\n", mutable_mode_to_string(m));
+                return 0;
+        }
+
         a->verb = optind < argc ? argv[optind++] : "status";
+        if (streq(a->verb, "help")) {
+                help();
+                return 0;
+        }
         if (!STR_IN_SET(a->verb, "merge", "refresh", "unmerge", "list", "status", "daemon")) {
                 log_error("Unknown command '%s'. See 'sysextd --help'.", a->verb);
                 return -EINVAL;
@@ -107,10 +237,20 @@ static int parse_args(int argc, char **argv, Args *a) {
                 log_error("Too many arguments: '%s' after '%s'.", argv[optind], a->verb);
                 return -EINVAL;
         }
+        /* --mutable= is systemd-sysext's: for system extensions, or for the classes --class=
+         * names. */
+        if (mutable >= 0)
+                for (k = 0; k < _IMAGE_CLASS_MAX; k++)
+                        if (a->options.classes ? (a->options.classes & (1u << k)) : k == IMAGE_CLASS_SYSEXT)
+                                a->options.mutable[k] = mutable;
+        /* As systemd-sysext: another root is no running system to reload. */
+        if (a->root)
+                a->no_reload = true;
+        a->options.no_reload = a->no_reload;
         return 1;
 }
 
-static int local_transition(Engine *e, EngineVerb verb, const EngineOptions *o, bool json) {
+static int local_transition(Engine *e, EngineVerb verb, const EngineOptions *o, const OutputOptions *out) {
         sigset_t ss, old;
         int r;
 
@@ -123,7 +263,7 @@ static int local_transition(Engine *e, EngineVerb verb, const EngineOptions *o, 
         sigaddset(&ss, SIGHUP);
         (void) sigprocmask(SIG_BLOCK, &ss, &old);
         r = engine_transition(e, verb, o);
-        if (r >= 0 && json)
+        if (r >= 0 && out->format == OUTPUT_JSON)
                 printf("{\"generation\":%llu,\"changed\":%s}\n", (unsigned long long) e->result.generation,
                        e->result.changed ? "true" : "false");
         fflush(stdout);
@@ -134,7 +274,6 @@ static int local_transition(Engine *e, EngineVerb verb, const EngineOptions *o, 
 
 static int run_local(const Args *a, EngineConfig *config) {
         _cleanup_(engine_freep) Engine *e = NULL;
-        EngineOptions o = { .force = a->force, .strict = a->strict, .noexec = a->noexec };
         int r;
 
         r = engine_new(a->root, config, &e);
@@ -142,23 +281,20 @@ static int run_local(const Args *a, EngineConfig *config) {
                 return log_error_errno(r, "Failed to open the root %s: %m", a->root ?: "/");
 
         if (streq(a->verb, "merge"))
-                return local_transition(e, ENGINE_MERGE, &o, a->json);
+                return local_transition(e, ENGINE_MERGE, &a->options, &a->output);
         if (streq(a->verb, "refresh"))
-                return local_transition(e, ENGINE_REFRESH, &o, a->json);
+                return local_transition(e, ENGINE_REFRESH, &a->options, &a->output);
         if (streq(a->verb, "unmerge"))
-                return local_transition(e, ENGINE_UNMERGE, &o, a->json);
+                return local_transition(e, ENGINE_UNMERGE, &a->options, &a->output);
         if (streq(a->verb, "list")) {
                 _cleanup_image_list_ ImageList l = {};
                 _cleanup_json_ json_object *j = NULL;
 
-                r = engine_list(e, &l);
+                r = engine_list(e, &a->options, &l);
                 if (r < 0)
                         return r;
                 j = output_list_json(&l);
-                if (a->json)
-                        output_json(j);
-                else
-                        output_list_text(j);
+                output_list(j, &a->output);
                 return 0;
         }
         if (streq(a->verb, "status")) {
@@ -168,27 +304,43 @@ static int run_local(const Args *a, EngineConfig *config) {
                 r = engine_recover(e);
                 if (r < 0 && r != -EACCES && r != -EROFS)
                         return r;
-                r = engine_status(e, &s);
+                r = engine_status(e, &a->options, &s);
                 if (r < 0)
                         return r;
                 j = output_status_json(&s);
-                if (a->json)
-                        output_json(j);
-                else
-                        output_status_text(j);
+                output_status(j, &a->output);
                 return 0;
         }
         log_error("The command '%s' is not available with --no-bus.", a->verb);
         return -EINVAL;
 }
 
+/* The environment's mutable modes for a call to the daemon, below the options. */
+static void mutable_from_environment(EngineOptions *o) {
+        static const char *const names[_IMAGE_CLASS_MAX] = { "SYSTEMD_SYSEXT_MUTABLE_MODE", "SYSTEMD_CONFEXT_MUTABLE_MODE" };
+
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                const char *v = getenv(names[k]);
+                _cleanup_free_ char *safe = NULL;
+                int m;
+
+                if (!v || o->mutable[k] >= 0)
+                        continue;
+                m = mutable_mode_from_string(v);
+                if (m < 0)
+                        log_warning("Failed to parse %s environment variable value '%s'. Ignoring.", names[k], string_safe(v, &safe));
+                else
+                        o->mutable[k] = m;
+        }
+}
+
 int main(int argc, char **argv) {
-        Args a = {};
+        Args a = { .options = ENGINE_OPTIONS_INIT, .output = { .legend = true } };
         int r;
 
         r = parse_args(argc, argv, &a);
         if (r <= 0)
-                return r < 0 ? 2 : 0;
+                return r < 0 ? 1 : 0;
 
         if (streq(a.verb, "daemon") || a.no_bus) {
                 _cleanup_free_ char *msg = NULL;
@@ -202,8 +354,11 @@ int main(int argc, char **argv) {
                         return 1;
                 }
                 r = config_load(root_fd, a.root, a.config, &config, &dconfig, &msg);
+                if (r >= 0)
+                        r = config_apply_environment(&config, &msg);
                 if (r < 0) {
                         log_error("%s", msg ?: "Failed to load the configuration.");
+                        engine_config_done(&config);
                         return 1;
                 }
                 if (streq(a.verb, "daemon"))
@@ -214,11 +369,18 @@ int main(int argc, char **argv) {
                 return r < 0 ? 1 : 0;
         }
 
+        if (a.config)
+                log_warning("--config= is read by the daemon or with --no-bus; ignoring it for this call.");
         {
-                EngineOptions o = { .force = a.force, .strict = a.strict, .noexec = a.noexec };
-                if (a.config)
-                        log_warning("--config= is read by the daemon or with --no-bus; ignoring it for this call.");
-                r = client_run(a.verb, a.root, &o, a.json);
+                static const char *const daemon_env[] = { "SYSTEMD_SYSEXT_HIERARCHIES", "SYSTEMD_CONFEXT_HIERARCHIES",
+                                                          "SYSTEMD_SYSEXT_OVERLAYFS_MOUNT_OPTIONS",
+                                                          "SYSTEMD_CONFEXT_OVERLAYFS_MOUNT_OPTIONS" };
+                for (size_t i = 0; i < ELEMENTSOF(daemon_env); i++)
+                        if (getenv(daemon_env[i]))
+                                log_warning("$%s applies to the daemon's own environment (or use --no-bus); ignoring it for this call.",
+                                            daemon_env[i]);
         }
+        mutable_from_environment(&a.options);
+        r = client_run(a.verb, a.root, &a.options, &a.output);
         return r < 0 ? 1 : 0;
 }

@@ -48,22 +48,34 @@ const char *engine_verb_to_string(EngineVerb v) {
         return v >= 0 && v < _ENGINE_VERB_MAX ? verb_names[v] : NULL;
 }
 
+/* systemd's search paths and hierarchies: no extensions below /usr (an image inside the tree
+ * it extends), no configuration extensions in /etc. */
+#define SYSEXT_SEARCH_DIRS "etc/extensions run/extensions var/lib/extensions"
+#define CONFEXT_SEARCH_DIRS "run/confexts var/lib/confexts usr/local/lib/confexts usr/lib/confexts"
+
 int engine_config_default(EngineConfig *ret) {
         EngineConfig c = {};
 
         c.trusted_dir = strdup("etc/verity.d");
-        if (!c.trusted_dir || strv_split("etc/extensions run/extensions var/lib/extensions", " ", &c.search_dirs) < 0 ||
-            strv_split("usr opt", " ", &c.hierarchies) < 0) {
+        if (!c.trusted_dir || strv_split(SYSEXT_SEARCH_DIRS, " ", &c.classes[IMAGE_CLASS_SYSEXT].search_dirs) < 0 ||
+            strv_split("usr opt", " ", &c.classes[IMAGE_CLASS_SYSEXT].hierarchies) < 0 ||
+            strv_split(CONFEXT_SEARCH_DIRS, " ", &c.classes[IMAGE_CLASS_CONFEXT].search_dirs) < 0 ||
+            strv_split("etc", " ", &c.classes[IMAGE_CLASS_CONFEXT].hierarchies) < 0) {
                 engine_config_done(&c);
                 return -ENOMEM;
         }
+        /* As systemd-confext: /etc nosuid, nodev and noexec. */
+        c.classes[IMAGE_CLASS_CONFEXT].noexec = true;
         *ret = c;
         return 0;
 }
 
 void engine_config_done(EngineConfig *c) {
-        strv_free(c->search_dirs);
-        strv_free(c->hierarchies);
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                strv_free(c->classes[k].search_dirs);
+                strv_free(c->classes[k].hierarchies);
+                free(c->classes[k].overlay_options);
+        }
         free(c->trusted_dir);
         *c = (EngineConfig) {};
 }
@@ -83,6 +95,16 @@ int engine_new(const char *root, EngineConfig *config, Engine **ret) {
         e->root_fd = e->lock_fd = e->journal_fd = -EBADF;
         e->config = *config;
         *config = (EngineConfig) {};
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                STRV_FOREACH(h, e->config.classes[k].hierarchies) {
+                        size_t n = strv_length(e->hierarchies);
+
+                        if (n >= HIERARCHIES_MAX)
+                                return -E2BIG;
+                        if (strv_extend(&e->hierarchies, *h) < 0)
+                                return -ENOMEM;
+                        e->hierarchy_class[n] = k;
+                }
 
         canonical = realpath(root ?: "/", NULL);
         if (!canonical)
@@ -103,6 +125,7 @@ Engine *engine_free(Engine *e) {
         safe_close(e->journal_fd);
         image_list_free(&e->probed);
         engine_config_done(&e->config);
+        strv_free(e->hierarchies);
         engine_result_done(&e->result);
         free(e->root);
         free(e);
@@ -189,18 +212,18 @@ static void engine_unlock(Engine *e) {
 }
 
 static int inspect_all(Engine *e, Journal *j, HierarchyState **ret, size_t *ret_n) {
-        size_t n = strv_length(e->config.hierarchies);
+        size_t n = strv_length(e->hierarchies);
         HierarchyState *states = calloc(n ?: 1, sizeof(HierarchyState));
         int r;
 
         if (!states)
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
-                r = hierarchy_inspect(e->root_fd, e->root, e->config.hierarchies[i], j, &states[i]);
+                r = hierarchy_inspect(e->root_fd, e->root, e->hierarchies[i], j, &states[i]);
                 if (r < 0) {
                         hierarchy_states_free(states, i);
                         return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to inspect %s/%s: %m", e->root,
-                                           e->config.hierarchies[i]);
+                                           e->hierarchies[i]);
                 }
         }
         *ret = states;
@@ -269,14 +292,18 @@ static void log_verdict(const Image *img) {
                          string_safe(img->reason ?: "", &why));
 }
 
+static ImagePolicy effective_policy(const Engine *e, const EngineOptions *o) {
+        return o && o->policy >= 0 && o->policy < _IMAGE_POLICY_MAX ? (ImagePolicy) o->policy : e->config.policy;
+}
+
 /* What the verdicts depend on besides the images: the policy and the trusted certificates. */
-static uint64_t config_stamp(Engine *e) {
+static uint64_t config_stamp(Engine *e, ImagePolicy policy) {
         _cleanup_closedir_ DIR *d = NULL;
         uint64_t stamp = STAMP_INIT;
         struct dirent *de;
         int fd;
 
-        stamp_add_u64(&stamp, e->config.policy);
+        stamp_add_u64(&stamp, policy);
         stamp_add_string(&stamp, e->config.trusted_dir);
         fd = open_directory_at(e->root_fd, e->config.trusted_dir, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
         if (fd >= 0) {
@@ -292,6 +319,22 @@ static uint64_t config_stamp(Engine *e) {
                 stamp_add_stat(&stamp, &st);
         }
         return stamp;
+}
+
+static bool class_noexec(const Engine *e, const EngineOptions *o, ImageClass k) {
+        return o && o->noexec >= 0 ? o->noexec > 0 : e->config.classes[k].noexec;
+}
+
+static MutableMode class_mutable(const Engine *e, const EngineOptions *o, ImageClass k) {
+        return o && o->mutable[k] >= 0 && o->mutable[k] < _MUTABLE_MAX ? (MutableMode) o->mutable[k]
+                                                                      : e->config.classes[k].mutable;
+}
+
+/* The attributes of a class's trees: nodev always, configuration extensions nosuid too (as
+ * systemd-confext), noexec as configured. */
+static unsigned class_attrs(const Engine *e, const EngineOptions *o, ImageClass k) {
+        return MOUNT_ATTR_NODEV | (k == IMAGE_CLASS_CONFEXT ? MOUNT_ATTR_NOSUID : 0) |
+               (class_noexec(e, o, k) ? MOUNT_ATTR_NOEXEC : 0);
 }
 
 static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by) {
@@ -347,7 +390,7 @@ static void keep_probed(Engine *e, ImageList *images) {
 }
 
 /* Probes the images of l, discovered by the caller. */
-static int probe_all(Engine *e, ImageList *l, bool noexec) {
+static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
         _cleanup_release_ Release host = {};
         _cleanup_free_ char *cert_display = NULL;
         uint64_t judged_by;
@@ -365,19 +408,24 @@ static int probe_all(Engine *e, ImageList *l, bool noexec) {
         ctx = (ProbeContext) {
                 .root_fd = e->root_fd,
                 .host = &host,
-                .hierarchies = e->config.hierarchies,
-                .mount_attrs = noexec ? MOUNT_ATTR_NOEXEC : 0,
-                .policy = e->config.policy,
+                .hierarchies = e->hierarchies,
+                .hierarchy_class = e->hierarchy_class,
+                .force = o && o->force,
+                .mount_attrs = {
+                        [IMAGE_CLASS_SYSEXT] = class_noexec(e, o, IMAGE_CLASS_SYSEXT) ? MOUNT_ATTR_NOEXEC : 0,
+                        [IMAGE_CLASS_CONFEXT] = class_noexec(e, o, IMAGE_CLASS_CONFEXT) ? MOUNT_ATTR_NOEXEC : 0,
+                },
+                .policy = effective_policy(e, o),
                 .cert_dir = e->config.trusted_dir,
                 .cert_display = cert_display,
                 .use_dm = kernel_has(KERNEL_DEVICE_MAPPER),
         };
-        judged_by = config_stamp(e);
+        judged_by = config_stamp(e, ctx.policy);
         for (size_t i = 0; i < l->n; i++) {
                 r = stop_if_requested(e);
                 if (r < 0)
                         return r;
-                if (cache_lookup(e, &l->images[i], noexec, judged_by))
+                if (cache_lookup(e, &l->images[i], ctx.mount_attrs[l->images[i].klass] != 0, judged_by))
                         continue;
                 l->images[i].judged_by = judged_by;
                 r = image_probe(&l->images[i], &ctx);
@@ -387,14 +435,50 @@ static int probe_all(Engine *e, ImageList *l, bool noexec) {
         return 0;
 }
 
-int engine_list(Engine *e, ImageList *ret) {
+/* Every image of the classes o covers, each class's in its search directories. */
+static int discover_all(Engine *e, const EngineOptions *o, ImageList *ret) {
+        _cleanup_image_list_ ImageList all = {};
+        int r;
+
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                _cleanup_image_list_ ImageList l = {};
+
+                if (!engine_options_cover(o, k))
+                        continue;
+                r = image_discover(e->root_fd, e->root, e->config.classes[k].search_dirs, k, &l);
+                if (r >= 0)
+                        r = image_list_append(&all, &l);
+                if (r < 0)
+                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to look for %s images under %s: %m",
+                                           image_class_to_string(k), e->root);
+        }
+        *ret = all;
+        all = (ImageList) {};
+        return 0;
+}
+
+int engine_discovery_fingerprint(Engine *e, uint64_t *ret) {
+        uint64_t fp = STAMP_INIT;
+
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                uint64_t one;
+                int r = image_discovery_fingerprint(e->root_fd, e->config.classes[k].search_dirs, e->config.trusted_dir, &one);
+                if (r < 0)
+                        return r;
+                stamp_add_u64(&fp, one);
+        }
+        *ret = fp ?: 1;
+        return 0;
+}
+
+int engine_list(Engine *e, const EngineOptions *o, ImageList *ret) {
         _cleanup_image_list_ ImageList l = {};
         int r;
 
-        r = image_discover(e->root_fd, e->root, e->config.search_dirs, &l);
+        r = discover_all(e, o, &l);
         if (r < 0)
-                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to look for images under %s: %m", e->root);
-        r = probe_all(e, &l, false);
+                return r;
+        r = probe_all(e, &l, o);
         if (r < 0)
                 return r;
 #ifdef SYSEXTD_TEST_HOOKS
@@ -408,30 +492,100 @@ int engine_list(Engine *e, ImageList *ret) {
         return 0;
 }
 
+/* The mutable set-up of every hierarchy a merge or refresh covers (MUTABLE_NO for the rest). */
+static int prepare_mutables(Engine *e, const EngineOptions *o, HierarchyState *states, size_t n, PlanHierarchy *views,
+                            MutableSetup *mutables, const Journal *j) {
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *msg = NULL;
+                _cleanup_close_ int fd = -EBADF;
+                struct stat st;
+                bool have_st = false;
+                int r;
+
+                if (views[i].skip)
+                        continue;
+                if (states[i].exists) {
+                        fd = hierarchy_open(e->root_fd, states[i].name);
+                        have_st = fd >= 0 && fstat(fd, &st) >= 0;
+                }
+                r = mutable_prepare(e->root_fd, e->root, states[i].name, states[i].path, have_st ? &st : NULL,
+                                    class_mutable(e, o, views[i].klass), &mutables[i], &msg);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0)
+                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "%s Nothing was changed.", msg ?: "Mutable mode failed.");
+                views[i].mutable = mutables[i].d;
+                /* Work directories no tree of ours uses any more (a crash, an interrupted swap). */
+                mutable_gc(&mutables[i], &j->trees);
+        }
+        return 0;
+}
+
+/* Creates the directories of hierarchies the plan builds although they do not exist, and
+ * inspects them again. */
+static int create_hierarchies(Engine *e, Journal *j, HierarchyState *states, PlanHierarchy *views, const Plan *plan,
+                              size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_close_ int fd = -EBADF;
+                JournalHierarchy *jh;
+                int r;
+
+                if (!plan->hierarchies[i].create)
+                        continue;
+                fd = mkdir_p_in_root(e->root_fd, states[i].name, 0755);
+                if (fd < 0)
+                        return engine_fail(e, ENGINE_ERROR_FAILED, fd, "Failed to create hierarchy mount point '%s': %m; nothing was changed.",
+                                           states[i].path);
+                log_info("Created %s, which did not exist, for the extensions that have content for it.", states[i].path);
+                hierarchy_state_done(&states[i]);
+                r = hierarchy_inspect(e->root_fd, e->root, e->hierarchies[i], j, &states[i]);
+                if (r < 0)
+                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to inspect %s/%s: %m", e->root, e->hierarchies[i]);
+                jh = journal_find_hierarchy(j, states[i].name);
+                stack_analyze(&states[i], jh ? jh->tree : NULL, &views[i].view);
+        }
+        return 0;
+}
+
+/* What a tree depends on besides its images: the policy and certificates, and per class the
+ * mount options, the mutable mode and its directories. */
+static uint64_t transition_stamp(Engine *e, const EngineOptions *o, const MutableSetup *mutables, size_t n) {
+        uint64_t stamp = config_stamp(e, effective_policy(e, o));
+
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                stamp_add_u64(&stamp, class_attrs(e, o, k));
+                stamp_add_string(&stamp, strempty(e->config.classes[k].overlay_options));
+        }
+        for (size_t i = 0; i < n; i++)
+                stamp_add_u64(&stamp, mutables[i].stamp);
+        return stamp;
+}
+
+static unsigned covered_classes(const EngineOptions *o) {
+        return o->classes ? o->classes & IMAGE_CLASS_ALL : IMAGE_CLASS_ALL;
+}
+
 static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o) {
         _cleanup_image_list_ ImageList images = {};
         _cleanup_journal_ Journal j = {};
         _cleanup_(plan_done) Plan plan = {};
         _cleanup_free_ PlanHierarchy *views = NULL;
+        MutableSetup mutables[HIERARCHIES_MAX];
+        ExecuteOptions xo = {};
         HierarchyState *states = NULL;
         size_t n = 0;
-        bool strict = o->strict || e->config.strict, noexec = o->noexec || e->config.noexec;
+        bool strict = o->strict || e->config.strict;
         bool recovered = false, changed = false, unchanged = false, any_live = false;
         uint64_t stamp = 0;
         int r;
+
+        for (size_t i = 0; i < HIERARCHIES_MAX; i++)
+                mutables[i] = (MutableSetup) { .dir_fd = -EBADF, .parent_fd = -EBADF };
 
         /* 1-3. */
         r = recover_locked(e, &j, &states, &n, &recovered);
         if (r < 0)
                 goto finish;
-
-        for (size_t i = 0; i < n; i++)
-                if (states[i].is_symlink) {
-                        r = engine_fail(e, ENGINE_ERROR_FAILED, ELOOP,
-                                        "%s is a symbolic link; sysextd merges only into real directories (resolve it in the configuration's Hierarchies=).",
-                                        states[i].path);
-                        goto finish;
-                }
 
         views = calloc(n ?: 1, sizeof(PlanHierarchy));
         if (!views) {
@@ -440,7 +594,18 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         }
         for (size_t i = 0; i < n; i++) {
                 JournalHierarchy *jh = journal_find_hierarchy(&j, states[i].name);
+
                 views[i].state = &states[i];
+                views[i].klass = e->hierarchy_class[i];
+                views[i].skip = !engine_options_cover(o, e->hierarchy_class[i]);
+                if (views[i].skip)
+                        continue;
+                if (states[i].is_symlink) {
+                        r = engine_fail(e, ENGINE_ERROR_FAILED, ELOOP,
+                                        "%s is a symbolic link; sysextd merges only into real directories (resolve it in the configuration's Hierarchies=).",
+                                        states[i].path);
+                        goto finish;
+                }
                 stack_analyze(&states[i], jh ? jh->tree : NULL, &views[i].view);
                 if (views[i].view.live || views[i].view.covered)
                         any_live = true;
@@ -463,18 +628,19 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 goto finish;
         }
 
-        /* 4. Images. */
+        /* 4. Mutable modes and images. */
         if (verb != ENGINE_UNMERGE) {
-                r = image_discover(e->root_fd, e->root, e->config.search_dirs, &images);
-                if (r < 0) {
-                        r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to look for images under %s: %m", e->root);
+                r = prepare_mutables(e, o, states, n, views, mutables, &j);
+                if (r < 0)
                         goto finish;
-                }
-                stamp = config_stamp(e);
-                unchanged = verb == ENGINE_REFRESH && !o->force && !j.incomplete && j.config_stamp == stamp &&
-                            any_live && plan_images_unchanged(&images, &j.images);
+                r = discover_all(e, o, &images);
+                if (r < 0)
+                        goto finish;
+                stamp = transition_stamp(e, o, mutables, n);
+                unchanged = verb == ENGINE_REFRESH && !o->always_refresh && !j.incomplete && j.config_stamp == stamp &&
+                            any_live && plan_images_unchanged(&images, &j.images, covered_classes(o));
                 if (!unchanged) {
-                        r = probe_all(e, &images, noexec);
+                        r = probe_all(e, &images, o);
                         if (r < 0)
                                 goto finish;
                         for (size_t i = 0; i < images.n; i++)
@@ -485,7 +651,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         /* 5. Plan. */
         r = plan_transition(&(PlanInput) {
                                     .verb = verb,
-                                    .force = o->force,
+                                    .always_refresh = o->always_refresh,
                                     .strict = strict,
                                     .mount_beneath = kernel_has_mount_beneath(),
                                     .allow_degraded = e->config.allow_degraded,
@@ -509,14 +675,32 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                           plan.hierarchies[i].replace ? " (beneath the live tree)" : "");
         if (!plan.any_work) {
                 if (unchanged)
-                        log_info("Extensions under %s are unchanged, nothing to do (use --force to rebuild anyway).", e->root);
+                        log_info("Extensions under %s are unchanged, nothing to do: skipping extension refresh because no change was found, use --always-refresh=yes to always do a refresh.",
+                                 e->root);
                 else if (verb == ENGINE_UNMERGE)
                         log_info("No extensions are merged under %s, nothing to do.", e->root);
+                else if (plan.no_images && verb == ENGINE_MERGE) {
+                        /* Not an error, as with systemd-sysext; the daemon still tells its
+                         * callers apart (org.sysextd1.Error.NoImages). */
+                        free(e->result.message);
+                        if (plan.n_incompatible > 0)
+                                r = asprintf(&e->result.message, "No suitable extensions found (%zu ignored due to incompatible image(s)).",
+                                             plan.n_incompatible);
+                        else
+                                r = asprintf(&e->result.message, "No extensions found.");
+                        if (r < 0)
+                                e->result.message = NULL;
+                        e->result.error = ENGINE_ERROR_NO_IMAGES;
+                        log_info("%s", strna(e->result.message));
+                } else if (plan.no_images)
+                        log_info("No extensions found.");
                 else
                         log_info("Nothing to do under %s.", e->root);
                 r = 0;
                 goto finish;
         }
+        if (plan.no_images && verb == ENGINE_MERGE)
+                log_info("No extensions found, proceeding in mutable mode.");
 
         if (verb != ENGINE_UNMERGE) {
                 _cleanup_strv_free_ char **used = NULL;
@@ -530,6 +714,9 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 joined = used ? strv_join(used, "', '") : NULL;
                 if (joined)
                         log_info("Using extensions '%s'.", string_safe(joined, &safe));
+                r = create_hierarchies(e, &j, states, views, &plan, n);
+                if (r < 0)
+                        goto finish;
                 for (size_t i = 0; i < n; i++)
                         if (plan.hierarchies[i].action == ACTION_BUILD && !views[i].view.live && !states[i].parent_propagates)
                                 log_warning("%s sits on a mount that does not propagate (private): the merged tree will not reach other mount namespaces.",
@@ -541,7 +728,13 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         r = stop_if_requested(e);
         if (r < 0)
                 goto finish;
-        r = execute_transition(e, verb, &j, states, views, &plan, &images, noexec, &changed);
+        xo.classes = covered_classes(o);
+        xo.mutables = mutables;
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                xo.attrs[k] = class_attrs(e, o, k);
+                xo.options[k] = e->config.classes[k].overlay_options;
+        }
+        r = execute_transition(e, verb, &j, states, views, &plan, &images, &xo, &changed);
         if (r >= 0)
                 keep_probed(e, &images);
 
@@ -550,11 +743,13 @@ finish:
         e->result.recovered = recovered;
         e->result.generation = j.generation;
         hierarchy_states_free(states, n);
+        for (size_t i = 0; i < HIERARCHIES_MAX; i++)
+                mutable_setup_done(&mutables[i]);
         return r < 0 ? r : changed;
 }
 
 int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
-        static const EngineOptions none = {};
+        static const EngineOptions none = ENGINE_OPTIONS_INIT;
         int r;
 
         engine_result_done(&e->result);
@@ -581,7 +776,7 @@ void engine_status_done(EngineStatus *s) {
         *s = (EngineStatus) {};
 }
 
-int engine_status(Engine *e, EngineStatus *ret) {
+int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret) {
         _cleanup_(engine_status_done) EngineStatus s = {};
         _cleanup_close_ int dfd = -EBADF;
         HierarchyState *states = NULL;
@@ -599,7 +794,7 @@ int engine_status(Engine *e, EngineStatus *ret) {
 
         s.generation = s.journal.generation;
         s.mode = kernel_has_mount_beneath() ? "beneath" : e->config.allow_degraded ? "degraded" : "unsupported";
-        s.policy = image_policy_to_string(e->config.policy);
+        s.policy = image_policy_to_string(effective_policy(e, o));
         s.proof = tree_proof_string();
         s.pending = s.journal.pending;
         s.incomplete = s.journal.incomplete;
@@ -615,10 +810,15 @@ int engine_status(Engine *e, EngineStatus *ret) {
                 return -ENOMEM;
         }
         for (size_t i = 0; i < n; i++) {
-                HierarchyStatus *h = &s.hierarchies[s.n_hierarchies++];
+                HierarchyStatus *h;
                 JournalHierarchy *jh = journal_find_hierarchy(&s.journal, states[i].name);
                 const Tree *shown;
                 StackView v;
+
+                if (!engine_options_cover(o, e->hierarchy_class[i]))
+                        continue;
+                h = &s.hierarchies[s.n_hierarchies++];
+                h->klass = e->hierarchy_class[i];
 
                 h->path = strjoin3("/", states[i].name, "");
                 if (!h->path) {
@@ -632,6 +832,7 @@ int engine_status(Engine *e, EngineStatus *ret) {
                 /* What readers see: the live tree; under a foreign mount, the tree it covers. */
                 shown = v.live ?: v.covered_tree;
                 h->merged = v.live && !v.live->base_only;
+                h->writable = v.live && v.live->writable;
                 h->foreign_top = v.covered;
                 h->n_ours = v.n_ours;
                 h->n_buried = v.n_buried;

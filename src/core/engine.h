@@ -6,15 +6,23 @@
 
 #include "image.h"
 #include "journal.h"
+#include "mutable.h"
 
 /* The engine: merge, refresh, unmerge, list and status on one root.  The CLI verb and the
  * D-Bus method call the same functions.  Functions log what they do; a failure is logged once
  * and its message is also kept in the result for the bus. */
 
-typedef struct EngineConfig {
+/* What one class of extensions (sysext, confext) merges from where, and how. */
+typedef struct ClassConfig {
         char **search_dirs; /* relative to the root: "etc/extensions", ... */
         char **hierarchies; /* relative to the root: "usr", "opt" */
-        bool noexec;
+        bool noexec;        /* sysext: no; confext: yes */
+        MutableMode mutable;
+        char *overlay_options; /* $SYSTEMD_SYSEXT_OVERLAYFS_MOUNT_OPTIONS; NULL: the defaults */
+} ClassConfig;
+
+typedef struct EngineConfig {
+        ClassConfig classes[_IMAGE_CLASS_MAX];
         ImagePolicy policy;
         char *trusted_dir;   /* relative to the root: "etc/verity.d" */
         bool strict;         /* a refused image fails the whole transition */
@@ -54,6 +62,9 @@ typedef struct Engine {
         int lock_fd;
         int journal_fd; /* run/sysextd, while the lock is held */
         EngineConfig config;
+        /* Every class's hierarchies in one list, sysext first: one transaction covers them. */
+        char **hierarchies;
+        ImageClass hierarchy_class[HIERARCHIES_MAX * _IMAGE_CLASS_MAX];
 
         EngineResult result; /* of the last call */
 
@@ -82,10 +93,17 @@ typedef enum EngineVerb {
 const char *engine_verb_to_string(EngineVerb v);
 
 typedef struct EngineOptions {
-        bool force;  /* refresh: rebuild even when nothing changed */
-        bool strict; /* in addition to the configuration */
-        bool noexec;
+        unsigned classes;    /* IMAGE_CLASS_* bits the call covers; 0: every class */
+        bool force;          /* as systemd-sysext's --force: the release files are not matched */
+        bool always_refresh; /* refresh: rebuild even when nothing changed */
+        bool strict;         /* in addition to the configuration */
+        int noexec;          /* < 0: the configuration's */
+        int mutable[_IMAGE_CLASS_MAX]; /* MutableMode, < 0: the configuration's */
+        int policy;          /* ImagePolicy, < 0: the configuration's */
+        bool no_reload;      /* no service manager reload, no unit restarts */
 } EngineOptions;
+
+#define ENGINE_OPTIONS_INIT { .noexec = -1, .mutable = { -1, -1 }, .policy = -1 }
 
 /* Runs a transition; e->result says what happened.  Returns e->result.r: 1 when the tree
  * changed, 0 when there was nothing to do, < 0 on failure. */
@@ -95,11 +113,17 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o);
  * (also done by every transition).  Takes the lock. */
 int engine_recover(Engine *e);
 
-/* Discovers and probes every image; the returned list holds verdicts and reasons, no mounts. */
-int engine_list(Engine *e, ImageList *ret);
+/* image_discovery_fingerprint() over every class's search directories. */
+int engine_discovery_fingerprint(Engine *e, uint64_t *ret);
+
+/* Discovers and probes every image of the classes o covers (NULL: all); the returned list
+ * holds verdicts and reasons, no mounts. */
+int engine_list(Engine *e, const EngineOptions *o, ImageList *ret);
 
 typedef struct HierarchyStatus {
         char *path;        /* "/usr" as seen inside the root */
+        ImageClass klass;
+        bool writable;     /* the live tree has an upper directory (mutable modes) */
         bool merged;       /* our tree with extensions is the live top */
         bool foreign_top;  /* a foreign mount is on top of ours */
         char **extensions; /* bottom to top */
@@ -125,7 +149,12 @@ typedef struct EngineStatus {
 } EngineStatus;
 
 void engine_status_done(EngineStatus *s);
-int engine_status(Engine *e, EngineStatus *ret);
+int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret);
+
+/* Whether the call with these options covers class c. */
+static inline bool engine_options_cover(const EngineOptions *o, ImageClass c) {
+        return !o || o->classes == 0 || (o->classes & (1u << c));
+}
 
 /* Whether SIGINT, SIGTERM or SIGHUP is pending.  A caller that blocks them around a transition
  * (the command line with --no-bus) gets a transition that stops at the last point where

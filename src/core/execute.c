@@ -42,6 +42,9 @@ typedef struct Work {
         char **children;   /* mount points below, for the worker */
         int tree_fd;
         SwapTarget target;
+        /* A writable tree: its work directory (below the root) and fd. */
+        char *workdir;
+        int work_fd;
 } Work;
 
 static void work_done(Work *w) {
@@ -49,31 +52,49 @@ static void work_done(Work *w) {
         free(w->ours);
         strv_free(w->children);
         safe_close(w->tree_fd);
+        free(w->workdir);
+        safe_close(w->work_fd);
 }
 
-static int images_for_journal(const ImageList *images, ImageList *ret) {
+static int copy_strv(char *const *from, char ***to) {
+        *to = NULL;
+        STRV_FOREACH(x, from)
+                if (strv_extend(to, *x) < 0)
+                        return -ENOMEM;
+        return 0;
+}
+
+/* The journal's images after this transition: the ones it probed, and for the classes it
+ * did not cover (--class=) those recorded before. */
+static int images_for_journal(const ImageList *images, const ImageList *before, unsigned classes, ImageList *ret) {
         ImageList l = {};
 
-        l.images = calloc(images->n ?: 1, sizeof(Image));
+        l.images = calloc(images->n + before->n + 1, sizeof(Image));
         if (!l.images)
                 return -ENOMEM;
-        for (size_t i = 0; i < images->n; i++) {
-                const Image *s = &images->images[i];
-                Image *d = &l.images[l.n++];
+        for (int pass = 0; pass < 2; pass++)
+                for (size_t i = 0; i < (pass == 0 ? before->n : images->n); i++) {
+                        const Image *s = pass == 0 ? &before->images[i] : &images->images[i];
+                        Image *d;
 
-                *d = *s;
-                d->root_fd = -EBADF;
-                d->loop = NULL;
-                d->name = strdup(s->name);
-                d->path = strdup(s->path);
-                d->rel = s->rel ? strdup(s->rel) : NULL;
-                d->reason = s->reason ? strdup(s->reason) : NULL;
-                d->fstype = s->fstype ? strdup(s->fstype) : NULL;
-                if (!d->name || !d->path || (s->rel && !d->rel) || (s->reason && !d->reason) || (s->fstype && !d->fstype)) {
-                        image_list_free(&l);
-                        return -ENOMEM;
+                        if ((pass == 0) == !!(classes & (1u << s->klass)))
+                                continue;
+                        d = &l.images[l.n++];
+                        *d = *s;
+                        d->root_fd = -EBADF;
+                        d->loop = NULL;
+                        d->name = strdup(s->name);
+                        d->path = strdup(s->path);
+                        d->rel = s->rel ? strdup(s->rel) : NULL;
+                        d->reason = s->reason ? strdup(s->reason) : NULL;
+                        d->fstype = s->fstype ? strdup(s->fstype) : NULL;
+                        if (!d->name || !d->path || (s->rel && !d->rel) || (s->reason && !d->reason) ||
+                            (s->fstype && !d->fstype) || copy_strv(s->restart_units, &d->restart_units) < 0 ||
+                            copy_strv(s->reload_or_restart_units, &d->reload_or_restart_units) < 0) {
+                                image_list_free(&l);
+                                return -ENOMEM;
+                        }
                 }
-        }
         *ret = l;
         return 0;
 }
@@ -103,8 +124,37 @@ static void log_outcome(const SwapTarget *t, HierarchyAction action) {
         }
 }
 
+/* The work directory of a writable tree, made fresh for it beside the upper directory. */
+static int make_workdir(Engine *e, Work *w, const MutableSetup *m, const char *path) {
+        _cleanup_free_ char *name = NULL;
+        int r;
+
+        r = mutable_workdir_create(m, w->new_id, &w->workdir);
+        if (r < 0)
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to create the work directory for %s beside %s: %m; nothing was changed.",
+                                   path, strna(m->dir_path));
+        r = mutable_workdir_name(m, w->new_id, &name);
+        if (r < 0)
+                return r;
+        w->work_fd = openat_resolve(m->parent_fd, name, O_PATH | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+        if (w->work_fd < 0)
+                return engine_fail(e, ENGINE_ERROR_FAILED, w->work_fd, "Failed to open the work directory %s/%s: %m", e->root,
+                                   w->workdir);
+        return 0;
+}
+
+static void remove_workdir(Engine *e, const char *rel) {
+        int r;
+
+        if (!rel)
+                return;
+        r = mutable_workdir_remove(e->root_fd, rel);
+        if (r < 0)
+                log_debug("Could not remove the work directory %s/%s: %s", e->root, rel, strerror(-r));
+}
+
 static int stage(Engine *e, Work *work, size_t n_work, HierarchyState *states, const Plan *plan, ImageList *images,
-                 bool noexec, uint64_t generation) {
+                 const ExecuteOptions *o, uint64_t generation) {
         StagingRequest reqs[HIERARCHIES_MAX] = {};
         size_t map[HIERARCHIES_MAX], n_reqs = 0;
         _cleanup_free_ char *msg = NULL;
@@ -114,21 +164,41 @@ static int stage(Engine *e, Work *work, size_t n_work, HierarchyState *states, c
         for (size_t k = 0; k < n_work; k++) {
                 Work *w = &work[k];
                 const HierarchyPlan *hp = &plan->hierarchies[w->hierarchy];
+                const MutableSetup *m = o->mutables ? &o->mutables[w->hierarchy] : NULL;
+                bool build = w->action == ACTION_BUILD;
+                ImageClass klass = e->hierarchy_class[w->hierarchy];
+                MutableUpper upper = build && m ? m->d.upper : MUTABLE_UPPER_NONE;
 
                 if (w->action != ACTION_BUILD && w->action != ACTION_BASE)
                         continue;
+                if (upper == MUTABLE_UPPER_DIR || upper == MUTABLE_UPPER_HIERARCHY) {
+                        r = make_workdir(e, w, m, states[w->hierarchy].path);
+                        if (r < 0)
+                                return r;
+                }
                 map[n_reqs] = k;
                 reqs[n_reqs++] = (StagingRequest) {
                         .target = states[w->hierarchy].path,
                         .children = w->children,
                         .layers = hp->layers,
-                        .n_layers = w->action == ACTION_BUILD ? hp->n_layers : 0,
+                        .n_layers = build ? hp->n_layers : 0,
                         .hierarchy = states[w->hierarchy].name,
                         .ours = w->ours,
                         .n_ours = w->n_ours,
                         .id = w->new_id,
                         .generation = generation,
-                        .names = w->action == ACTION_BUILD ? hp->names : NULL,
+                        .names = build ? hp->names : NULL,
+                        .attrs = o->attrs[klass],
+                        .options = o->options[klass],
+                        .base_layer = !build || !m || m->d.base_layer,
+                        .upper = upper,
+                        .upper_fd = upper == MUTABLE_UPPER_DIR ? m->dir_fd : -EBADF,
+                        .work_fd = upper == MUTABLE_UPPER_DIR ? w->work_fd : -EBADF,
+                        .work_name = upper == MUTABLE_UPPER_HIERARCHY ? strrchr(w->workdir, '/') ? strrchr(w->workdir, '/') + 1 : w->workdir : NULL,
+                        .import_fd = build && m && m->d.import_dir ? m->dir_fd : -EBADF,
+                        .upper_fd_here = -EBADF,
+                        .work_fd_here = -EBADF,
+                        .import_fd_here = -EBADF,
                         .tree_fd = -EBADF,
                 };
         }
@@ -141,7 +211,7 @@ static int stage(Engine *e, Work *work, size_t n_work, HierarchyState *states, c
         if (staging_fd < 0)
                 return engine_fail(e, ENGINE_ERROR_FAILED, staging_fd, "Failed to open %s/%s/staging: %m", e->root, JOURNAL_DIR);
 
-        r = staging_build(staging_fd, images->images, images->n, reqs, n_reqs, noexec, &msg);
+        r = staging_build(staging_fd, images->images, images->n, reqs, n_reqs, &msg);
         if (r < 0)
                 return engine_fail(e, r == -ENOENT || r == -ENOTDIR || r == -EBUSY ? ENGINE_ERROR_FAILED : ENGINE_ERROR_KERNEL_REFUSED,
                                    r, "%s; nothing was changed.", msg ?: "Failed to build the new tree");
@@ -152,7 +222,7 @@ static int stage(Engine *e, Work *work, size_t n_work, HierarchyState *states, c
 
 /* Adds the new tree records to the journal's list and to disk. */
 static int begin_trees(Engine *e, Journal *j, Work *work, size_t n_work, HierarchyState *states, const Plan *plan,
-                       uint64_t generation) {
+                       const MutableSetup *mutables, uint64_t generation) {
         int r;
 
         for (size_t k = 0; k < n_work; k++) {
@@ -169,6 +239,15 @@ static int begin_trees(Engine *e, Journal *j, Work *work, size_t n_work, Hierarc
                 }
                 t.generation = generation;
                 t.base_only = w->action == ACTION_BASE;
+                t.writable = w->action == ACTION_BUILD && mutables &&
+                             mutables[w->hierarchy].d.upper != MUTABLE_UPPER_NONE;
+                if (w->workdir) {
+                        t.workdir = strdup(w->workdir);
+                        if (!t.workdir) {
+                                tree_done(&t);
+                                return -ENOMEM;
+                        }
+                }
                 t.since = now_realtime_usec();
                 if (!t.base_only) {
                         char **names = plan->hierarchies[w->hierarchy].names;
@@ -204,7 +283,7 @@ static void forget_new_trees(Engine *e, Journal *j, Work *work, size_t n_work) {
 }
 
 int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *states, const PlanHierarchy *views,
-                       const Plan *plan, ImageList *images, bool noexec, bool *ret_changed) {
+                       const Plan *plan, ImageList *images, const ExecuteOptions *o, bool *ret_changed) {
         Work work[HIERARCHIES_MAX] = {};
         SwapTarget targets[HIERARCHIES_MAX];
         size_t n_work = 0;
@@ -221,7 +300,7 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
                 if (hp->action == ACTION_KEEP)
                         continue;
                 w = &work[n_work++];
-                *w = (Work) { .hierarchy = i, .action = hp->action, .old = v->live, .tree_fd = -EBADF };
+                *w = (Work) { .hierarchy = i, .action = hp->action, .old = v->live, .tree_fd = -EBADF, .work_fd = -EBADF };
                 if (hp->action == ACTION_BUILD || hp->action == ACTION_BASE) {
                         r = random_hex(TREE_ID_LEN / 2, &w->new_id);
                         if (r < 0)
@@ -247,7 +326,7 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
         }
 
         /* 1. Stage. */
-        r = stage(e, work, n_work, states, plan, images, noexec, generation);
+        r = stage(e, work, n_work, states, plan, images, o, generation);
         if (r < 0)
                 goto finish;
 
@@ -259,7 +338,7 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
 
         /* 2. Begin: the new trees' records, then the pending record, before anything visible
          * changes. */
-        r = begin_trees(e, j, work, n_work, states, plan, generation);
+        r = begin_trees(e, j, work, n_work, states, plan, o->mutables, generation);
         if (r < 0) {
                 forget_new_trees(e, j, work, n_work);
                 goto finish;
@@ -274,11 +353,14 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
         }
         /* The images this transition is made of (none after unmerge: a later refresh merges
          * again rather than finding them unchanged). */
-        image_list_free(&j->images);
-        if (verb != ENGINE_UNMERGE) {
-                r = images_for_journal(images, &j->images);
+        {
+                ImageList none = {}, next = {};
+
+                r = images_for_journal(verb != ENGINE_UNMERGE ? images : &none, &j->images, o->classes, &next);
                 if (r < 0)
                         goto finish;
+                image_list_free(&j->images);
+                j->images = next;
         }
         j->incomplete = false;
         r = mount_namespace_id(&j->mount_ns);
@@ -310,7 +392,12 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
                         .children = &h->children,
                 };
         }
-        swap_r = swap_all(targets, n_work, &(SwapOptions) { .mount_beneath = kernel_has_mount_beneath(), .allow_degraded = e->config.allow_degraded },
+        swap_r = swap_all(targets, n_work,
+                          &(SwapOptions) {
+                                  .mount_beneath = kernel_has_mount_beneath(),
+                                  .allow_degraded = e->config.allow_degraded,
+                                  .seal_wait_usec = SWAP_SEAL_WAIT_USEC,
+                          },
                           &msg);
 
 #ifdef SYSEXTD_TEST_HOOKS
@@ -380,11 +467,15 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
                 _cleanup_free_ char *gone_copy = NULL;
                 const char *gone = NULL;
 
-                if (IN_SET(t->state, SWAP_REPLACED, SWAP_REPLACED_GAP, SWAP_DETACHED))
+                if (IN_SET(t->state, SWAP_REPLACED, SWAP_REPLACED_GAP, SWAP_DETACHED)) {
                         gone = work[k].old ? work[k].old->id : NULL;
-
-                else if (IN_SET(t->state, SWAP_UNTOUCHED, SWAP_ROLLED_BACK))
+                        /* Sealed and detached: nothing writes through it any more. */
+                        if (work[k].old)
+                                remove_workdir(e, work[k].old->workdir);
+                } else if (IN_SET(t->state, SWAP_UNTOUCHED, SWAP_ROLLED_BACK)) {
                         gone = work[k].new_tree ? work[k].new_id : NULL;
+                        remove_workdir(e, work[k].workdir);
+                }
                 if (!gone)
                         continue;
                 /* The id belongs to the record that is dropped. */
@@ -404,7 +495,11 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
         r = 1;
 finish:
         *ret_changed = changed;
-        for (size_t k = 0; k < n_work; k++)
+        for (size_t k = 0; k < n_work; k++) {
+                /* Staged or begun but never swapped: its work directory goes with it. */
+                if (r < 0 && !work[k].new_tree && work[k].workdir)
+                        remove_workdir(e, work[k].workdir);
                 work_done(&work[k]);
+        }
         return r;
 }

@@ -16,6 +16,8 @@ typedef enum FieldType {
         FIELD_KIND,     /* ImageKind as its name */
         FIELD_VERDICT,  /* ImageVerdict as its name */
         FIELD_VERITY,   /* VerityMode as its name */
+        FIELD_CLASS,    /* ImageClass as its name */
+        FIELD_STRV,     /* char **, NULL as [] */
 } FieldType;
 
 #define P IMAGE_JSON_PUBLIC
@@ -28,8 +30,11 @@ static const struct {
         size_t offset, size;
         ImageJsonSet sets;
         bool nullable;
+        bool optional; /* may be missing (documents written before it existed): 0 */
 } fields[] = {
-#define F(key, type, member, sets, nullable) { key, type, offsetof(Image, member), sizeof(((Image *) 0)->member), sets, nullable }
+#define F(key, type, member, sets, nullable) { key, type, offsetof(Image, member), sizeof(((Image *) 0)->member), sets, nullable, false }
+#define O(key, type, member, sets) { key, type, offsetof(Image, member), sizeof(((Image *) 0)->member), sets, false, true }
+        O("class", FIELD_CLASS, klass, P | J | W),
         F("name", FIELD_STRING, name, P | J | W, false),
         F("kind", FIELD_KIND, kind, P | J | W, false),
         F("path", FIELD_STRING, path, P | J | W, false),
@@ -48,7 +53,11 @@ static const struct {
         F("mtime_nsec", FIELD_SIGNED, st.st_mtim.tv_nsec, J | W, false),
         F("stamp", FIELD_UNSIGNED, stamp, J | W, false),
         F("judged_by", FIELD_UNSIGNED, judged_by, J | W, false),
+        O("reload_manager", FIELD_BOOL, reload_manager, J | W),
+        O("restart_units", FIELD_STRV, restart_units, J | W),
+        O("reload_or_restart_units", FIELD_STRV, reload_or_restart_units, J | W),
 #undef F
+#undef O
 };
 
 #undef P
@@ -154,6 +163,12 @@ json_object *image_to_json(const Image *img, ImageJsonSet set) {
                 case FIELD_VERITY:
                         v = json_object_new_string(verity_mode_to_string(*(const VerityMode *) p));
                         break;
+                case FIELD_CLASS:
+                        v = json_object_new_string(image_class_to_string(*(const ImageClass *) p));
+                        break;
+                case FIELD_STRV:
+                        v = json_new_strv(*(char **const *) p);
+                        break;
                 }
                 json_object_object_add(o, fields[i].key, v);
         }
@@ -177,6 +192,8 @@ int image_from_json(json_object *o, ImageJsonSet set, Image *ret) {
 
                 if (!(fields[i].sets & set))
                         continue;
+                if (fields[i].optional && !json_object_object_get_ex(o, fields[i].key, NULL))
+                        continue;
                 switch (fields[i].type) {
                 case FIELD_STRING:
                         r = fields[i].nullable ? json_get_string_or_null(o, fields[i].key, STRING_MAX, (char **) p)
@@ -197,6 +214,10 @@ int image_from_json(json_object *o, ImageJsonSet set, Image *ret) {
                         if (r >= 0 && !set_signed(p, fields[i].size, u))
                                 r = -EBADMSG;
                         break;
+                case FIELD_STRV:
+                        r = json_get_strv(o, fields[i].key, 1024, 256, (char ***) p);
+                        break;
+                case FIELD_CLASS:
                 case FIELD_KIND:
                 case FIELD_VERDICT:
                 case FIELD_VERITY: {
@@ -207,6 +228,7 @@ int image_from_json(json_object *o, ImageJsonSet set, Image *ret) {
                                 break;
                         v = fields[i].type == FIELD_KIND      ? image_kind_from_string(s)
                             : fields[i].type == FIELD_VERDICT ? image_verdict_from_string(s)
+                            : fields[i].type == FIELD_CLASS   ? image_class_from_string(s)
                                                               : verity_mode_from_string(s);
                         if (v < 0)
                                 r = -EBADMSG;

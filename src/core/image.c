@@ -17,6 +17,7 @@
  * A probed raw image holds a loop device and a detached mount; both go away when the image
  * is released unless the mount was cloned into a tree first (then the tree keeps them).
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -24,12 +25,14 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/sysmacros.h>
+#include <sys/xattr.h>
 
 #include "disk.h"
 #include "fd-util.h"
 #include "fileio.h"
 #include "image.h"
 #include "missing.h"
+#include "mutable.h"
 #include "overlay.h"
 #include "util.h"
 
@@ -80,6 +83,7 @@ static const char *const policy_table[_IMAGE_POLICY_MAX] = {
         [IMAGE_POLICY_OPEN] = "open",
         [IMAGE_POLICY_VERITY] = "verity",
         [IMAGE_POLICY_SIGNED] = "signed",
+        [IMAGE_POLICY_DENY] = "deny",
 };
 
 const char *image_policy_to_string(ImagePolicy p) {
@@ -93,12 +97,91 @@ int image_policy_from_string(const char *s) {
         return -EINVAL;
 }
 
+/* The most an image partition may be under a set of systemd partition policy flags. */
+static int policy_of_flags(const char *flags) {
+        _cleanup_strv_free_ char **l = NULL;
+        int level = IMAGE_POLICY_DENY;
+
+        if (strv_split(flags, "+", &l) < 0)
+                return -ENOMEM;
+        STRV_FOREACH(f, l) {
+                int v;
+                if (STR_IN_SET(*f, "open", "unprotected"))
+                        v = IMAGE_POLICY_OPEN;
+                else if (streq(*f, "verity"))
+                        v = IMAGE_POLICY_VERITY;
+                else if (streq(*f, "signed"))
+                        v = IMAGE_POLICY_SIGNED;
+                else if (STR_IN_SET(*f, "encrypted", "unused", "absent", "ignore", "read-only-on", "read-only-off", "growfs-on",
+                                    "growfs-off"))
+                        continue;
+                else
+                        return -EINVAL;
+                /* Lower is more permissive. */
+                if (v < level)
+                        level = v;
+        }
+        return level;
+}
+
+int image_policy_parse(const char *s) {
+        _cleanup_strv_free_ char **parts = NULL;
+        int root = -1, usr = -1, dflt = IMAGE_POLICY_DENY, r;
+
+        if (!s || !utf8_is_valid(s) || string_has_control(s))
+                return -EINVAL;
+        r = image_policy_from_string(s);
+        if (r >= 0)
+                return r;
+        if (streq(s, "*"))
+                return IMAGE_POLICY_OPEN;
+        if (STR_IN_SET(s, "-", "~"))
+                return IMAGE_POLICY_DENY;
+        if (strv_split(s, ":", &parts) < 0)
+                return -ENOMEM;
+        if (strv_length(parts) == 0)
+                return -EINVAL;
+        STRV_FOREACH(p, parts) {
+                const char *eq = strchr(*p, '=');
+                _cleanup_free_ char *designator = NULL;
+                int level;
+
+                if (!eq)
+                        return -EINVAL;
+                designator = strndup(*p, eq - *p);
+                if (!designator)
+                        return -ENOMEM;
+                level = policy_of_flags(eq + 1);
+                if (level < 0)
+                        return level;
+                if (isempty(designator))
+                        dflt = level;
+                else if (streq(designator, "root"))
+                        root = level;
+                else if (streq(designator, "usr"))
+                        usr = level;
+                /* Other partitions do not occur in extension images. */
+        }
+        if (root < 0)
+                root = dflt;
+        if (usr < 0)
+                usr = dflt;
+        /* A partition that may only be absent does not make the other stricter. */
+        if (root == IMAGE_POLICY_DENY)
+                return usr;
+        if (usr == IMAGE_POLICY_DENY)
+                return root;
+        return root > usr ? root : usr;
+}
+
 void image_release(Image *img) {
         img->root_fd = safe_close(img->root_fd);
         img->loop = loopdev_free(img->loop);
 }
 
 void image_done(Image *img) {
+        strv_free(img->restart_units);
+        strv_free(img->reload_or_restart_units);
         free(img->name);
         free(img->fstype);
         free(img->path);
@@ -222,6 +305,16 @@ static uint64_t sidecar_stamp(int root_fd, const char *dir, const char *name) {
         return stamp;
 }
 
+/* "var/lib/extensions/foo.sysext.raw" -> "var/lib/extensions", "foo.sysext": the directory
+ * and the base name of the verity sidecars (foo.sysext.roothash, ...). */
+static int sidecar_base(const char *rel, char **ret_dir, char **ret_base) {
+        const char *slash = strrchr(rel, '/'), *file = slash ? slash + 1 : rel;
+
+        *ret_dir = slash ? strndup(rel, slash - rel) : strdup(".");
+        *ret_base = endswith(file, ".raw") ? strndup(file, strlen(file) - strlen(".raw")) : strdup(file);
+        return *ret_dir && *ret_base ? 0 : -ENOMEM;
+}
+
 static bool is_sidecar(const char *name) {
         static const char *const suffixes[] = { ".verity", ".roothash", ".roothash.p7s", ".usrhash",
                                                 ".usrhash.p7s", ".sig", ".tmp" };
@@ -238,8 +331,44 @@ static bool is_symlink_at(int dir_fd, const char *name) {
 
 static int compare_images(const void *a, const void *b) {
         const Image *x = a, *y = b;
-        int c = version_compare(x->name, y->name);
+        int c;
+
+        if (x->klass != y->klass)
+                return x->klass < y->klass ? -1 : 1;
+        c = version_compare(x->name, y->name);
         return c != 0 ? c : strcmp(x->name, y->name);
+}
+
+static const char *const class_table[_IMAGE_CLASS_MAX] = {
+        [IMAGE_CLASS_SYSEXT] = "sysext",
+        [IMAGE_CLASS_CONFEXT] = "confext",
+};
+
+const char *image_class_to_string(ImageClass c) {
+        return c >= 0 && c < _IMAGE_CLASS_MAX ? class_table[c] : NULL;
+}
+
+int image_class_from_string(const char *s) {
+        for (int i = 0; i < _IMAGE_CLASS_MAX; i++)
+                if (streq_ptr(s, class_table[i]))
+                        return i;
+        return -EINVAL;
+}
+
+int image_list_append(ImageList *a, ImageList *b) {
+        Image *n;
+
+        if (b->n == 0)
+                return 0;
+        n = realloc(a->images, sizeof(Image) * (a->n + b->n));
+        if (!n)
+                return -ENOMEM;
+        memcpy(n + a->n, b->images, sizeof(Image) * b->n);
+        a->images = n;
+        a->n += b->n;
+        free(b->images);
+        *b = (ImageList) {};
+        return 0;
 }
 
 static int refuse(Image *img, ImageVerdict v, const char *fmt, ...) _printf_(3, 4);
@@ -290,7 +419,198 @@ static int list_add(ImageList *l, const char *name, const char *root_prefix, con
         return 0;
 }
 
-int image_discover(int root_fd, const char *root_prefix, char *const *search_dirs, ImageList *ret) {
+static const char *class_suffix(ImageClass klass) {
+        return klass == IMAGE_CLASS_CONFEXT ? ".confext" : ".sysext";
+}
+
+/* "foo.raw" and "foo.sysext.raw" -> "foo" (sysext; for confext ".confext.raw"). */
+static char *raw_name(const char *entry, ImageClass klass) {
+        size_t n = strlen(entry) - strlen(".raw"), k = strlen(class_suffix(klass));
+
+        if (n > k && !strncmp(entry + n - k, class_suffix(klass), k))
+                n -= k;
+        return strndup(entry, n);
+}
+
+/* "foo" and "foo.sysext" -> "foo". */
+static char *dir_name(const char *entry, ImageClass klass) {
+        size_t n = strlen(entry), k = strlen(class_suffix(klass));
+
+        if (n > k && endswith(entry, class_suffix(klass)))
+                n -= k;
+        return strndup(entry, n);
+}
+
+/* Architecture names of systemd (the _ARCH of NAME_VERSION_ARCH in a .v directory). */
+static bool architecture_known(const char *a) {
+        static const char *const archs[] = {
+                "alpha", "arc", "arc-be", "arm", "arm-be", "arm64", "arm64-be", "cris", "ia64", "loongarch64",
+                "m68k", "mips", "mips-le", "mips64", "mips64-le", "nios2", "parisc", "parisc64", "ppc", "ppc-le",
+                "ppc64", "ppc64-le", "riscv32", "riscv64", "s390", "s390x", "sh", "sh64", "sparc", "sparc64",
+                "tilegx", "x86", "x86-64",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(archs); i++)
+                if (streq(a, archs[i]))
+                        return true;
+        return false;
+}
+
+static const char *architecture_secondary(void) {
+        const char *native = release_native_architecture();
+
+        return streq(native, "x86-64") ? "x86" : streq(native, "arm64") ? "arm" : NULL;
+}
+
+typedef struct Candidate {
+        char *entry;
+        char *version;
+        int arch_rank;  /* 2 native, 1 secondary, 0 none */
+        long left, done; /* tries counter, -1: none */
+} Candidate;
+
+/* NAME_VERSION[_ARCH][+LEFT[-DONE]]SUFFIX, as systemd.v(7) has it.  0: not an entry of
+ * this image or for another architecture. */
+static int parse_candidate(const char *entry, const char *name, const char *suffix, Candidate *ret) {
+        _cleanup_free_ char *mid = NULL;
+        const char *rest = startswith(entry, name);
+        char *plus, *us;
+        long left = -1, done = -1;
+        int rank = 0;
+        size_t n;
+
+        if (!rest || *rest != '_' || !endswith(rest, suffix))
+                return 0;
+        rest++;
+        n = strlen(rest) - strlen(suffix);
+        mid = strndup(rest, n);
+        if (!mid)
+                return -ENOMEM;
+        plus = strrchr(mid, '+');
+        if (plus) {
+                char *end;
+                errno = 0;
+                left = strtol(plus + 1, &end, 10);
+                if (errno || end == plus + 1 || left < 0)
+                        return 0;
+                if (*end == '-') {
+                        const char *d = end + 1;
+                        done = strtol(d, &end, 10);
+                        if (errno || end == d || done < 0)
+                                return 0;
+                }
+                if (*end)
+                        return 0;
+                *plus = 0;
+        }
+        us = strrchr(mid, '_');
+        if (us && architecture_known(us + 1)) {
+                if (streq(us + 1, release_native_architecture()))
+                        rank = 2;
+                else if (streq_ptr(us + 1, architecture_secondary()))
+                        rank = 1;
+                else
+                        return 0; /* another architecture's */
+                *us = 0;
+        }
+        if (isempty(mid))
+                return 0;
+        for (const char *c = mid; *c; c++)
+                if (!isalnum((unsigned char) *c) && !strchr(".~^-_", *c))
+                        return 0;
+        *ret = (Candidate) { .entry = strdup(entry), .version = TAKE_PTR(mid), .arch_rank = rank, .left = left, .done = done };
+        return ret->entry ? 1 : -ENOMEM;
+}
+
+/* Whether a is a better pick than b. */
+static bool candidate_better(const Candidate *a, const Candidate *b) {
+        int c;
+
+        if ((a->left != 0) != (b->left != 0))
+                return a->left != 0;
+        c = version_compare(a->version, b->version);
+        if (c != 0)
+                return c > 0;
+        if (a->arch_rank != b->arch_rank)
+                return a->arch_rank > b->arch_rank;
+        if (a->left != b->left)
+                return a->left > b->left;
+        if (a->done != b->done)
+                return a->done < b->done;
+        return strcmp(a->entry, b->entry) > 0;
+}
+
+/* The one entry of a NAME[SUFFIX].v directory to use: the newest version for this machine
+ * (systemd.v(7)); older ones are not tried when it does not fit.  0: none. */
+static int pick_version(int root_fd, const char *vrel, const char *name, const char *suffix, bool want_dir, char **ret) {
+        _cleanup_closedir_ DIR *d = NULL;
+        Candidate best = {};
+        struct dirent *de;
+        int dfd, r;
+
+        dfd = open_directory_at(root_fd, vrel, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (dfd < 0)
+                return dfd;
+        d = fdopendir(dfd);
+        if (!d) {
+                safe_close(dfd);
+                return negative_errno();
+        }
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *rel = NULL;
+                _cleanup_close_ int fd = -EBADF;
+                Candidate c = {};
+                struct stat st;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                r = parse_candidate(de->d_name, name, suffix, &c);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        continue;
+                rel = path_join(vrel, de->d_name);
+                fd = rel ? openat_resolve(root_fd, rel, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) : -ENOMEM;
+                if (fd < 0 || fstat(fd, &st) < 0 || (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) ||
+                    (best.entry && !candidate_better(&c, &best))) {
+                        free(c.entry);
+                        free(c.version);
+                        continue;
+                }
+                free(best.entry);
+                free(best.version);
+                best = c;
+        }
+        free(best.version);
+        if (!best.entry)
+                return 0;
+        *ret = best.entry;
+        return 1;
+}
+
+/* A NAME.v, NAME.raw.v or NAME.sysext.raw.v directory: the image name, the suffix of its
+ * entries and whether they are directories. */
+static int versioned_name(const char *entry, ImageClass klass, char **ret_name, const char **ret_suffix, bool *ret_dir) {
+        _cleanup_free_ char *base = strndup(entry, strlen(entry) - strlen(".v"));
+        const char *cs = class_suffix(klass);
+
+        if (!base)
+                return -ENOMEM;
+        if (endswith(base, ".raw")) {
+                size_t n = strlen(base) - strlen(".raw");
+                bool with_class = n > strlen(cs) && !strncmp(base + n - strlen(cs), cs, strlen(cs));
+
+                *ret_name = strndup(base, with_class ? n - strlen(cs) : n);
+                *ret_suffix = entry + strlen(*ret_name ?: "");
+                *ret_dir = false;
+        } else {
+                *ret_name = dir_name(base, klass);
+                *ret_suffix = entry + strlen(*ret_name ?: "");
+                *ret_dir = true;
+        }
+        return *ret_name ? 0 : -ENOMEM;
+}
+
+int image_discover(int root_fd, const char *root_prefix, char *const *search_dirs, ImageClass klass, ImageList *ret) {
         _cleanup_image_list_ ImageList l = {};
 
         STRV_FOREACH(sd, search_dirs) {
@@ -311,10 +631,10 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                 }
 
                 while ((de = readdir(d))) {
-                        _cleanup_free_ char *name = NULL, *rel = NULL;
+                        _cleanup_free_ char *name = NULL, *rel = NULL, *picked = NULL, *entry_path = NULL;
                         _cleanup_close_ int fd = -EBADF;
                         struct stat st = {};
-                        const char *invalid;
+                        const char *invalid, *entry = de->d_name;
                         bool seen = false, raw;
                         Image *img;
                         int r;
@@ -332,10 +652,32 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                                 fd = safe_close(fd);
 
                         raw = endswith(de->d_name, ".raw");
-                        if (fd >= 0 && S_ISDIR(st.st_mode))
-                                name = strdup(de->d_name);
+                        if (fd >= 0 && S_ISDIR(st.st_mode) && endswith(de->d_name, ".v")) {
+                                const char *suffix;
+                                bool want_dir;
+
+                                r = versioned_name(de->d_name, klass, &name, &suffix, &want_dir);
+                                if (r < 0)
+                                        return r;
+                                r = pick_version(root_fd, rel, name, suffix, want_dir, &picked);
+                                if (r == -ENOMEM)
+                                        return r;
+                                if (r <= 0)
+                                        continue; /* no entry for this machine */
+                                entry_path = path_join(de->d_name, picked);
+                                if (!entry_path)
+                                        return -ENOMEM;
+                                entry = entry_path;
+                                free(rel);
+                                rel = path_join(*sd, entry);
+                                safe_close(fd);
+                                fd = rel ? openat_resolve(root_fd, rel, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) : -ENOMEM;
+                                if (fd >= 0 && fstat(fd, &st) < 0)
+                                        fd = safe_close(fd);
+                        } else if (fd >= 0 && S_ISDIR(st.st_mode))
+                                name = dir_name(de->d_name, klass);
                         else if (raw)
-                                name = strndup(de->d_name, strlen(de->d_name) - 4);
+                                name = raw_name(de->d_name, klass);
                         else if (fd < 0 && is_symlink_at(dirfd(d), de->d_name))
                                 /* A symlink that leads nowhere inside the root: it may have
                                  * meant a directory image; say why it is not one. */
@@ -351,24 +693,33 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                         if (seen)
                                 continue; /* an earlier search directory has it */
 
-                        r = list_add(&l, name, root_prefix, *sd, de->d_name, &st, &img);
+                        r = list_add(&l, name, root_prefix, *sd, entry, &st, &img);
                         if (r < 0)
                                 return r;
+                        img->klass = klass;
 
                         invalid = image_name_invalid_reason(name);
                         if (invalid)
                                 refuse(img, IMAGE_REFUSED, "%s", invalid);
                         else if (fd < 0)
-                                refuse(img, IMAGE_REFUSED, "cannot open %s: %s", de->d_name,
+                                refuse(img, IMAGE_REFUSED, "cannot open %s: %s", entry,
                                        fd == -ENOENT ? "it is a symbolic link to nothing" : strerror(-fd));
                         else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-                                refuse(img, IMAGE_REFUSED, "%s is %s, not an image file or directory", de->d_name,
+                                refuse(img, IMAGE_REFUSED, "%s is %s, not an image file or directory", entry,
                                        inode_type_name(st.st_mode));
                         else if (img->kind == IMAGE_DIRECTORY) {
                                 if (image_directory_stamp(fd, &img->stamp) < 0)
                                         img->stamp = 0; /* unreadable: the probe says why */
-                        } else
-                                img->stamp = sidecar_stamp(root_fd, *sd, name);
+                        } else {
+                                _cleanup_free_ char *sdir = NULL, *base = NULL;
+
+                                /* Sidecars sit beside the file (in the .v directory for a
+                                 * picked one), named after it. */
+                                r = sidecar_base(img->rel, &sdir, &base);
+                                if (r < 0)
+                                        return r;
+                                img->stamp = sidecar_stamp(root_fd, sdir, base);
+                        }
                 }
         }
 
@@ -390,7 +741,7 @@ static int dir_of(const char *rel, char **ret) {
  * verifies it and mounts it (detached) into img->root_fd. */
 static int probe_raw(Image *img, const ProbeContext *ctx) {
         _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *type = NULL, *msg = NULL, *dir = NULL, *dir_display = NULL, *why = NULL;
+        _cleanup_free_ char *type = NULL, *msg = NULL, *dir = NULL, *dir_display = NULL, *why = NULL, *base = NULL;
         _cleanup_verity_source_ VeritySource v = { .hash_fd = -EBADF };
         __attribute__((cleanup(verity_device_done))) VerityDevice vd = { .fd = -EBADF };
         uint64_t offset = 0, size = 0;
@@ -405,7 +756,7 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
         if (r < 0)
                 return refuse(img, IMAGE_REFUSED, "cannot open image: %s", READ_ERROR_STRING(r, st.st_mode, 0));
         img->st = st;
-        r = dir_of(img->rel, &dir);
+        r = sidecar_base(img->rel, &dir, &base);
         if (r < 0)
                 return r;
         r = dir_of(img->path, &dir_display);
@@ -435,7 +786,7 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
                                       "the %s partition holds %s%s%s, not erofs, squashfs, ext4, btrfs or xfs",
                                       layout.usr ? "usr" : "root", type ? "'" : "no file system", strempty(type),
                                       type ? "'" : "");
-                r = disk_verity(fd, img->path, ctx->root_fd, dir, img->name, &layout, &v, &why);
+                r = disk_verity(fd, img->path, ctx->root_fd, dir, base, &layout, &v, &why);
         } else {
                 fs_kind = img->kind = image_kind_from_fstype(type);
                 if (img->kind == IMAGE_UNKNOWN) {
@@ -446,7 +797,7 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
                         return refuse(img, IMAGE_REFUSED,
                                       "no file system recognised (expected erofs, squashfs, ext4, btrfs or xfs; the image may be truncated or corrupt)");
                 }
-                r = verity_find_sidecars(ctx->root_fd, dir, dir_display, img->name, &v, &why);
+                r = verity_find_sidecars(ctx->root_fd, dir, dir_display, base, &v, &why);
         }
         if (r == -ENOMEM)
                 return r;
@@ -457,6 +808,8 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
                 return -ENOMEM;
 
         /* The policy, before anything is attached. */
+        if (ctx->policy == IMAGE_POLICY_DENY)
+                return refuse_by_policy(img, "the image policy allows no image");
         if (ctx->policy >= IMAGE_POLICY_VERITY && !v.roothash)
                 return refuse_by_policy(img, "ImagePolicy=%s requires verity data, the image has none",
                               image_policy_to_string(ctx->policy));
@@ -491,10 +844,10 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
         }
 
         if (vd.fd >= 0)
-                r = device_mount(vd.fd, vd.devnum, vd.diskseq, img->loop->nr, img->fstype, ctx->mount_attrs,
+                r = device_mount(vd.fd, vd.devnum, vd.diskseq, img->loop->nr, img->fstype, ctx->mount_attrs[img->klass],
                                  &img->root_fd, &msg);
         else
-                r = loopdev_mount(img->loop, img->fstype, ctx->mount_attrs, &img->root_fd, &msg);
+                r = loopdev_mount(img->loop, img->fstype, ctx->mount_attrs[img->klass], &img->root_fd, &msg);
         if (r < 0) {
                 if (r == -ESTALE || r == -EXDEV)
                         return refuse(img, IMAGE_REFUSED, "wrong media on /dev/loop%i: %s", img->loop->nr, strna(msg));
@@ -554,10 +907,75 @@ static bool image_has_entry(int root_fd, const char *path) {
         return fd >= 0;
 }
 
+/* Whether a release file may stand for an image of another name: its xattr
+ * user.extension-release.strict says "0" (os-release(5)). */
+static bool release_not_strict(int dir_fd, const char *name) {
+        _cleanup_close_ int fd = -EBADF;
+        char v[16] = {};
+        ssize_t n;
+        struct stat st;
+
+        if (open_regular_at(dir_fd, name, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS, &fd, &st) < 0)
+                return false;
+        n = fgetxattr(fd, "user.extension-release.strict", v, sizeof(v) - 1);
+        if (n <= 0)
+                return false;
+        v[n] = 0;
+        return STR_IN_SET(v, "0", "no", "n", "false", "f", "off");
+}
+
+/* The release file of an image, in dir inside the image: extension-release.NAME, else the
+ * one file there that is meant for it (NAME cut at its first '_' or '+', as for versioned
+ * names, or one not marked strict).  *ret_name is the file found, below dir. */
+static int find_release(Image *img, const char *dir, char **ret_name) {
+        _cleanup_free_ char *exact = NULL, *base = NULL, *found = NULL;
+        _cleanup_closedir_ DIR *d = NULL;
+        _cleanup_close_ int probe = -EBADF;
+        struct dirent *de;
+        int dfd;
+
+        if (asprintf(&exact, "extension-release.%s", img->name) < 0)
+                return -ENOMEM;
+        dfd = open_directory_at(img->root_fd, dir, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (dfd < 0)
+                return dfd;
+        probe = openat_resolve(dfd, exact, O_PATH | O_NOFOLLOW, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+        if (probe >= 0 || probe != -ENOENT) {
+                safe_close(dfd);
+                *ret_name = TAKE_PTR(exact);
+                return 0;
+        }
+        base = strndup(img->name, strcspn(img->name, "_+"));
+        if (!base)
+                return -ENOMEM;
+        d = fdopendir(dfd);
+        if (!d) {
+                safe_close(dfd);
+                return negative_errno();
+        }
+        while ((de = readdir(d))) {
+                const char *x = startswith(de->d_name, "extension-release.");
+
+                if (!x || isempty(x) || image_name_invalid_reason(x) || (de->d_type != DT_REG && de->d_type != DT_UNKNOWN))
+                        continue;
+                if (!streq(x, base) && !release_not_strict(dirfd(d), de->d_name))
+                        continue;
+                if (found)
+                        return -ENOTUNIQ;
+                found = strdup(de->d_name);
+                if (!found)
+                        return -ENOMEM;
+        }
+        if (!found)
+                return -ENOENT;
+        *ret_name = TAKE_PTR(found);
+        return 0;
+}
+
 int image_probe(Image *img, const ProbeContext *ctx) {
-        _cleanup_free_ char *release_path = NULL, *text = NULL, *mismatch = NULL;
+        _cleanup_free_ char *release_path = NULL, *text = NULL, *mismatch = NULL, *file = NULL;
         _cleanup_release_ Release rel = {};
-        const char *usr_prefix;
+        const char *dir;
         mode_t mode = 0;
         int r;
 
@@ -573,41 +991,62 @@ int image_probe(Image *img, const ProbeContext *ctx) {
         if (r < 0 || img->verdict == IMAGE_REFUSED)
                 return r;
 
-        /* A usr partition is mounted as the image's usr/. */
-        usr_prefix = img->usr_partition ? "" : "usr/";
-
-        /* The release file must carry this image's own name (as systemd-sysext requires).  It
-         * is resolved inside the image, never through a symlink out of it. */
-        if (asprintf(&release_path, "%slib/extension-release.d/extension-release.%s", usr_prefix, img->name) < 0)
-                return -ENOMEM;
-        r = read_file_at(img->root_fd, release_path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, RELEASE_FILE_MAX, &text,
-                         NULL, &mode);
+        /* The release file carries this image's own name (as systemd requires), resolved
+         * inside the image, never through a symlink out of it.  A usr partition is mounted as
+         * the image's usr/. */
+        dir = img->klass == IMAGE_CLASS_CONFEXT ? "etc/extension-release.d"
+              : img->usr_partition             ? "lib/extension-release.d"
+                                               : "usr/lib/extension-release.d";
+        r = find_release(img, dir, &file);
         if (r == -ENOMEM)
                 return r;
-        if (r == -ENOENT)
-                return refuse(img, IMAGE_REFUSED, "no extension-release file: %s is missing", release_path);
-        if (r < 0)
-                return refuse(img, IMAGE_REFUSED, "%s %s", release_path, READ_ERROR_STRING(r, mode, RELEASE_FILE_MAX));
-        r = release_parse(text, &rel);
-        if (r == -ENOMEM)
-                return r;
-        if (r < 0)
-                return refuse(img, IMAGE_REFUSED, "cannot parse %s: %s", release_path, strerror(-r));
+        if (r == -ENOTUNIQ)
+                return refuse(img, IMAGE_REFUSED, "%s has more than one extension-release file that could be this image's", dir);
+        if (r >= 0) {
+                release_path = path_join(dir, file);
+                if (!release_path)
+                        return -ENOMEM;
+                r = read_file_at(img->root_fd, release_path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, RELEASE_FILE_MAX,
+                                 &text, NULL, &mode);
+                if (r == -ENOMEM)
+                        return r;
+                if (r == -ENOENT)
+                        /* There, but a symlink that leads nowhere inside the image. */
+                        return refuse(img, IMAGE_REFUSED, "%s is a symbolic link to nothing inside the image", release_path);
+        }
+        if (r == -ENOENT && !ctx->force)
+                /* No release data: not meant for this system (an empty directory of that name
+                 * masks an image of a lower search directory, as with systemd). */
+                return refuse(img, IMAGE_INCOMPATIBLE, "no extension-release file: %s/extension-release.%s is missing", dir,
+                              img->name);
+        if (r < 0 && r != -ENOENT)
+                return refuse(img, IMAGE_REFUSED, "%s %s", release_path ?: dir, READ_ERROR_STRING(r, mode, RELEASE_FILE_MAX));
+        if (text) {
+                r = release_parse(text, &rel);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0)
+                        return refuse(img, IMAGE_REFUSED, "cannot parse %s: %s", release_path, strerror(-r));
+        }
 
         if (image_has_entry(img->root_fd, img->usr_partition ? "lib/os-release" : "usr/lib/os-release"))
                 return refuse(img, IMAGE_REFUSED, "ships usr/lib/os-release, which an extension must not replace");
 
-        r = release_match(ctx->host, &rel, &mismatch);
-        if (r < 0)
-                return r;
-        if (r == 0)
-                return refuse(img, IMAGE_INCOMPATIBLE, "%s", mismatch);
+        if (!ctx->force) {
+                r = release_match(ctx->host, &rel, img->klass, &mismatch);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        return refuse(img, IMAGE_INCOMPATIBLE, "%s", mismatch);
+        }
 
         img->hierarchies = 0;
         for (size_t i = 0; ctx->hierarchies && ctx->hierarchies[i] && i < HIERARCHIES_MAX; i++) {
                 const char *h = ctx->hierarchies[i], *in_image = h;
                 _cleanup_free_ char *marker = NULL;
 
+                if (ctx->hierarchy_class && ctx->hierarchy_class[i] != img->klass)
+                        continue;
                 if (img->usr_partition) {
                         if (!streq(h, "usr"))
                                 continue;
@@ -624,6 +1063,13 @@ int image_probe(Image *img, const ProbeContext *ctx) {
                                       OVERLAY_MARKER_DIR);
                 img->hierarchies |= 1u << i;
         }
+
+        /* What the service manager is asked to do once the image is merged or gone. */
+        img->reload_manager = rel.reload_manager && mutable_mode_from_string(rel.reload_manager) == MUTABLE_YES;
+        strv_free(img->restart_units);
+        strv_free(img->reload_or_restart_units);
+        img->restart_units = TAKE_PTR(rel.restart_units);
+        img->reload_or_restart_units = TAKE_PTR(rel.reload_or_restart_units);
 
         img->verdict = IMAGE_COMPATIBLE;
         return 0;
@@ -674,6 +1120,11 @@ int image_discovery_fingerprint(int root_fd, char *const *search_dirs, const cha
                                         return -ENOMEM;
                                 fingerprint_path(root_fd, p, &fp);
                                 if (pass == 0 && asprintf(&rel, "%s/usr/lib/extension-release.d/extension-release.%s", p,
+                                                          de->d_name) >= 0)
+                                        fingerprint_path(root_fd, rel, &fp);
+                                free(rel);
+                                rel = NULL;
+                                if (pass == 0 && asprintf(&rel, "%s/etc/extension-release.d/extension-release.%s", p,
                                                           de->d_name) >= 0)
                                         fingerprint_path(root_fd, rel, &fp);
                         }

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "image-class.h"
 #include "loopdev.h"
 #include "release.h"
 #include "verity.h"
@@ -39,6 +40,7 @@ typedef enum ImageVerdict {
 #define IMAGE_NAME_MAX 255
 
 typedef struct Image {
+        ImageClass klass;
         char *name;     /* "foo" for foo.raw or the directory foo */
         char *path;     /* as shown to people: ROOT/var/lib/extensions/foo.raw */
         char *rel;      /* below the root, where it is opened from: var/lib/extensions/foo.raw */
@@ -61,23 +63,37 @@ typedef struct Image {
         VerityMode verity;
         bool signed_valid;  /* a root hash signature checked against the trusted certificates */
         uint64_t judged_by; /* stamp of the policy and certificates the verdict was made under */
+
+        /* From its extension-release: the service manager's part (EXTENSION_RELOAD_MANAGER=,
+         * EXTENSION_RESTART_UNITS=, EXTENSION_RELOAD_OR_RESTART_UNITS=). */
+        bool reload_manager;
+        char **restart_units;
+        char **reload_or_restart_units;
 } Image;
 
 typedef enum ImagePolicy {
         IMAGE_POLICY_OPEN,   /* anything compatible; verity is checked where the image has it */
         IMAGE_POLICY_VERITY, /* only images with verity data (no directories) */
         IMAGE_POLICY_SIGNED, /* only images with a valid root hash signature */
+        IMAGE_POLICY_DENY,   /* no image at all (systemd's "-") */
         _IMAGE_POLICY_MAX,
 } ImagePolicy;
 
 const char *image_policy_to_string(ImagePolicy p);
 int image_policy_from_string(const char *s);
+/* sysextd's names above, or a systemd image policy (systemd.image-policy(7)): "*", "-", "~",
+ * or DESIGNATOR=FLAGS:...: what the root and usr partitions may be (a plain file system image
+ * is a root partition) becomes the least that both allow: unprotected -> open, verity ->
+ * verity, signed -> signed, absent or unused only -> deny. */
+int image_policy_parse(const char *s);
 
 typedef struct ProbeContext {
         int root_fd;                /* the root everything is resolved in */
         const Release *host;
-        char *const *hierarchies;
-        unsigned mount_attrs;
+        char *const *hierarchies;   /* every class's */
+        const ImageClass *hierarchy_class; /* per hierarchy: an image extends only its class's */
+        bool force;                 /* --force: the release file is not matched against the host */
+        unsigned mount_attrs[_IMAGE_CLASS_MAX];
         ImagePolicy policy;
         const char *cert_dir;       /* trusted certificates, below the root */
         const char *cert_display;   /* the same for messages */
@@ -107,7 +123,10 @@ const char *image_name_invalid_reason(const char *name);
  * wins.  root_prefix is prepended to paths for display.  Entries that cannot be images
  * (a FIFO, a device or a socket named NAME.raw, an invalid name) are listed as refused, with
  * the reason.  Nothing is opened for reading. */
-int image_discover(int root_fd, const char *root_prefix, char *const *search_dirs, ImageList *ret);
+int image_discover(int root_fd, const char *root_prefix, char *const *search_dirs, ImageClass klass, ImageList *ret);
+
+/* Appends the images of b to a (taking them); a stays ordered class by class. */
+int image_list_append(ImageList *a, ImageList *b);
 
 /* Opens the image, checks verity and the policy, attaches and mounts a raw one (detached),
  * verifies the device and matches the release file against the host; fills verdict/reason/hierarchies. Per-image

@@ -2,9 +2,12 @@
 /*
  * Overlay assembly.
  *
- * Steps: fsopen("overlay") -> fsconfig(source, lowerdir+ ..., redirect_dir, metacopy, ro)
- *        -> FSCONFIG_CMD_CREATE -> fsmount(RDONLY|NODEV[|NOEXEC]).
- * Before Linux 6.8 (no lowerdir+, kernel.h) all layers go into one "lowerdir" string.
+ * Steps: fsopen("overlay") -> fsconfig(source, lowerdir+ ..., [upperdir, workdir], options,
+ *        [ro]) -> FSCONFIG_CMD_CREATE -> fsmount(attributes).
+ * Before Linux 6.8 (no lowerdir+, kernel.h) all layers go into one "lowerdir" string, or,
+ * for a long one, into mount(2)'s options.  A tree without an upper directory is read-only;
+ * one with it is writable (mutable modes, mutable.h).  Options that are per-mount flags in
+ * the kernel (noatime, nosuid, ...) become mount attributes, never fs parameters.
  * Nothing is attached here: the caller decides where the detached mount goes.  A failure
  * leaves nothing behind (the fs context and mount fds are closed).
  */
@@ -60,20 +63,68 @@ static char *escape_layer(const char *s) {
         return r;
 }
 
-int overlay_plan_build(char *const *layers, bool lowerdir_plus, OverlayPlan *ret) {
-        __attribute__((cleanup(overlay_plan_done))) OverlayPlan p = {};
-        size_t n = strv_length(layers);
+/* Splits options into fs parameters (added to p) and mount attributes (p->attrs). */
+static int plan_options(OverlayPlan *p, const char *options) {
+        static const struct {
+                const char *name;
+                unsigned set, clear;
+        } attrs[] = {
+                { "noatime", MOUNT_ATTR_NOATIME, MOUNT_ATTR__ATIME },
+                { "relatime", MOUNT_ATTR_RELATIME, MOUNT_ATTR__ATIME },
+                { "strictatime", MOUNT_ATTR_STRICTATIME, MOUNT_ATTR__ATIME },
+                { "nodiratime", MOUNT_ATTR_NODIRATIME, 0 },
+                { "nosuid", MOUNT_ATTR_NOSUID, 0 },
+                { "nodev", MOUNT_ATTR_NODEV, 0 },
+                { "noexec", MOUNT_ATTR_NOEXEC, 0 },
+        };
+        _cleanup_strv_free_ char **l = NULL;
         int r;
 
-        if (n < 2 || n > OVERLAY_LAYERS_MAX)
+        r = strv_split(options, ",", &l);
+        if (r < 0)
+                return r;
+        STRV_FOREACH(o, l) {
+                _cleanup_free_ char *key = NULL;
+                const char *eq = strchr(*o, '=');
+                bool done = false;
+
+                key = eq ? strndup(*o, eq - *o) : strdup(*o);
+                if (!key)
+                        return -ENOMEM;
+                if (isempty(key) || STR_IN_SET(key, "lowerdir", "lowerdir+", "upperdir", "workdir", "datadir+", "source") ||
+                    string_has_control(*o))
+                        return -EINVAL;
+                for (size_t i = 0; i < ELEMENTSOF(attrs); i++)
+                        if (!eq && streq(key, attrs[i].name)) {
+                                p->attrs = (p->attrs & ~attrs[i].clear) | attrs[i].set;
+                                done = true;
+                        }
+                if (done || (!eq && STR_IN_SET(key, "ro", "rw")))
+                        continue; /* ro/rw follow from the upper directory */
+                r = plan_add(p, key, eq ? eq + 1 : NULL);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int overlay_plan_build(const OverlaySpec *s, bool lowerdir_plus, OverlayPlan *ret) {
+        __attribute__((cleanup(overlay_plan_done))) OverlayPlan p = {};
+        size_t n = strv_length(s->layers);
+        bool writable = s->upper && s->work;
+        _cleanup_free_ char *options = NULL;
+        int r;
+
+        if (n < (writable ? 1 : 2) || n > OVERLAY_LAYERS_MAX || !!s->upper != !!s->work)
                 return -EINVAL;
 
+        p.attrs = s->attrs | (writable ? 0 : MOUNT_ATTR_RDONLY);
         r = plan_add(&p, "source", OVERLAY_SOURCE);
         if (r < 0)
                 return r;
 
         if (lowerdir_plus) {
-                STRV_FOREACH(l, layers) {
+                STRV_FOREACH(l, s->layers) {
                         r = plan_add(&p, "lowerdir+", *l);
                         if (r < 0)
                                 return r;
@@ -82,7 +133,7 @@ int overlay_plan_build(char *const *layers, bool lowerdir_plus, OverlayPlan *ret
                 _cleanup_strv_free_ char **escaped = NULL;
                 _cleanup_free_ char *joined = NULL;
 
-                STRV_FOREACH(l, layers) {
+                STRV_FOREACH(l, s->layers) {
                         r = strv_push(&escaped, escape_layer(*l));
                         if (r < 0)
                                 return r;
@@ -96,25 +147,42 @@ int overlay_plan_build(char *const *layers, bool lowerdir_plus, OverlayPlan *ret
                 if (r < 0)
                         return r;
         }
+        if (writable) {
+                r = plan_add(&p, "upperdir", s->upper);
+                if (r >= 0)
+                        r = plan_add(&p, "workdir", s->work);
+                if (r < 0)
+                        return r;
+        }
 
-        /* Layers come from images we did not build: never follow redirects or metacopy
-         * xattrs out of a layer. */
-        r = plan_add(&p, "redirect_dir", "nofollow");
+        if (!writable)
+                options = s->options && *s->options ? strjoin3(OVERLAY_OPTIONS_READ_ONLY, ",", s->options)
+                                                    : strdup(OVERLAY_OPTIONS_READ_ONLY);
+        else if (!s->options)
+                options = strdup(OVERLAY_OPTIONS_WRITABLE);
+        else
+                /* No index, whatever else was asked for: the next tree shares this upper
+                 * directory (an explicit index=on then fails that mount, with the kernel's
+                 * words). */
+                options = strstr(s->options, "index=") ? strdup(s->options)
+                                                       : strjoin3(s->options, *s->options ? "," : "", "index=off");
+        if (!options)
+                return -ENOMEM;
+        r = plan_options(&p, options);
         if (r < 0)
                 return r;
-        r = plan_add(&p, "metacopy", "off");
-        if (r < 0)
-                return r;
-        r = plan_add(&p, "ro", NULL);
-        if (r < 0)
-                return r;
+        if (!writable) {
+                r = plan_add(&p, "ro", NULL);
+                if (r < 0)
+                        return r;
+        }
 
         *ret = p;
         p = (OverlayPlan) {};
         return 0;
 }
 
-static int overlay_try(const OverlayPlan *p, bool noexec, int *ret_mount_fd, char **ret_message) {
+static int overlay_try(const OverlayPlan *p, int *ret_mount_fd, char **ret_message) {
         _cleanup_close_ int fs_fd = -EBADF, mnt_fd = -EBADF;
         int r;
 
@@ -132,8 +200,7 @@ static int overlay_try(const OverlayPlan *p, bool noexec, int *ret_mount_fd, cha
         }
         if (fsconfig(fs_fd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
                 goto fail;
-        mnt_fd = fsmount(fs_fd, FSMOUNT_CLOEXEC,
-                         MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | (noexec ? MOUNT_ATTR_NOEXEC : 0));
+        mnt_fd = fsmount(fs_fd, FSMOUNT_CLOEXEC, p->attrs);
         if (mnt_fd < 0)
                 goto fail;
         *ret_mount_fd = TAKE_FD(mnt_fd);
@@ -144,46 +211,81 @@ fail:
         return r;
 }
 
-int overlay_mount(char *const *layers, bool noexec, int *ret_mount_fd, char **ret_message) {
+int overlay_mount(const OverlaySpec *s, int *ret_mount_fd, char **ret_message) {
         __attribute__((cleanup(overlay_plan_done))) OverlayPlan p = {};
         _cleanup_free_ char *msg = NULL;
         int r;
 
-        r = overlay_plan_build(layers, kernel_has(KERNEL_LOWERDIR_PLUS), &p);
+        r = overlay_plan_build(s, kernel_has(KERNEL_LOWERDIR_PLUS), &p);
         if (r < 0)
                 return r;
-        r = overlay_try(&p, noexec, ret_mount_fd, &msg);
+        r = overlay_try(&p, ret_mount_fd, &msg);
         if (r < 0)
                 *ret_message = TAKE_PTR(msg);
         return r;
 }
 
-int overlay_mount_legacy(char *const *layers, bool noexec, const char *where, char **ret_message) {
-        _cleanup_strv_free_ char **escaped = NULL;
-        _cleanup_free_ char *joined = NULL, *options = NULL;
-        size_t n = strv_length(layers);
+static unsigned long ms_flags_of(unsigned attrs) {
+        unsigned long f = 0;
+
+        if (attrs & MOUNT_ATTR_RDONLY)
+                f |= MS_RDONLY;
+        if (attrs & MOUNT_ATTR_NOSUID)
+                f |= MS_NOSUID;
+        if (attrs & MOUNT_ATTR_NODEV)
+                f |= MS_NODEV;
+        if (attrs & MOUNT_ATTR_NOEXEC)
+                f |= MS_NOEXEC;
+        if (attrs & MOUNT_ATTR_NODIRATIME)
+                f |= MS_NODIRATIME;
+        if ((attrs & MOUNT_ATTR__ATIME) == MOUNT_ATTR_NOATIME)
+                f |= MS_NOATIME;
+        else if ((attrs & MOUNT_ATTR__ATIME) == MOUNT_ATTR_STRICTATIME)
+                f |= MS_STRICTATIME;
+        return f;
+}
+
+int overlay_mount_legacy(const OverlaySpec *s, const char *where, char **ret_message) {
+        __attribute__((cleanup(overlay_plan_done))) OverlayPlan p = {};
+        _cleanup_strv_free_ char **lowers = NULL, **rest = NULL;
+        _cleanup_free_ char *options = NULL, *joined = NULL, *others = NULL;
         int r;
 
-        if (n < 2 || n > OVERLAY_LAYERS_MAX)
-                return -EINVAL;
-        STRV_FOREACH(l, layers) {
+        STRV_FOREACH(l, s->layers)
                 if (strchr(*l, ','))
                         return set_message(ret_message, EINVAL, "layer path %s contains a comma", *l);
-                r = strv_push(&escaped, escape_layer(*l));
+        if ((s->upper && strchr(s->upper, ',')) || (s->work && strchr(s->work, ',')))
+                return set_message(ret_message, EINVAL, "the upper or work directory contains a comma");
+        /* The same parameters as for fsconfig(), the one lowerdir string without its 256 byte
+         * limit: mount(2) takes one page of options. */
+        r = overlay_plan_build(s, true, &p);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < p.n; i++) {
+                const OverlayParam *o = &p.params[i];
+
+                if (streq(o->key, "lowerdir+"))
+                        r = strv_push(&lowers, escape_layer(o->value));
+                else if (!STR_IN_SET(o->key, "source", "ro"))
+                        r = strv_push(&rest, o->value ? strjoin3(o->key, "=", o->value) : strdup(o->key));
                 if (r < 0)
                         return r;
         }
-        joined = strv_join(escaped, ":");
-        if (!joined)
+        joined = strv_join(lowers, ":");
+        others = strv_join(rest, ",");
+        if (!joined || !others)
                 return -ENOMEM;
-        if (asprintf(&options, "lowerdir=%s,redirect_dir=nofollow,metacopy=off", joined) < 0)
-                return -ENOMEM;
-        /* mount(2) takes one page of options. */
-        if (strlen(options) >= 4096)
+        options = strjoin3("lowerdir=", joined, "");
+        if (options && *others) {
+                char *n = strjoin3(options, ",", others);
+                free(options);
+                options = n;
+        }
+        if (!options || strlen(options) >= 4096)
                 return -E2BIG;
         if (mkdir(where, 0755) < 0 && errno != EEXIST)
                 return negative_errno();
-        if (mount(OVERLAY_SOURCE, where, "overlay", MS_RDONLY | MS_NODEV | (noexec ? MS_NOEXEC : 0), options) < 0)
+        if (mount(OVERLAY_SOURCE, where, "overlay", ms_flags_of(p.attrs), options) < 0)
                 return negative_errno();
         return 0;
 }

@@ -21,25 +21,46 @@ typedef struct OverlayParam {
         char *value; /* NULL for flags */
 } OverlayParam;
 
+/* What to mount. */
+typedef struct OverlaySpec {
+        char *const *layers;  /* lower layers, top first */
+        const char *upper;    /* upper and work directory: a writable overlay; NULL: read-only */
+        const char *work;
+        unsigned attrs;       /* MOUNT_ATTR_NODEV, _NOSUID, _NOEXEC for the mount */
+        /* Extra options, "key[=value],...": appended to the defaults of a read-only overlay,
+         * replacing those of a writable one ($SYSTEMD_SYSEXT_OVERLAYFS_MOUNT_OPTIONS).  NULL:
+         * the defaults. */
+        const char *options;
+} OverlaySpec;
+
+/* The defaults.  Read-only: layers come from images we did not build, so never follow
+ * redirect or metacopy xattrs out of a layer.  Writable (as systemd-sysext): renames without
+ * copying whole directories, no partial copy-ups left behind, no atime writes, and no index,
+ * without which two trees could not share an upper directory (swap.c). */
+#define OVERLAY_OPTIONS_READ_ONLY "redirect_dir=nofollow,metacopy=off"
+#define OVERLAY_OPTIONS_WRITABLE "redirect_dir=on,noatime,metacopy=off,index=off"
+
 typedef struct OverlayPlan {
-        OverlayParam *params;
+        OverlayParam *params; /* fsconfig() calls, in order */
         size_t n;
+        unsigned attrs;       /* MOUNT_ATTR_* for fsmount() */
 } OverlayPlan;
 
 void overlay_plan_done(OverlayPlan *p);
 
-/* Builds the fsconfig() calls for a read-only overlay of 'layers' (top first): with
- * lowerdir_plus one "lowerdir+" per layer (Linux 6.8), otherwise one "lowerdir" string with
- * ':' and '\' escaped, which must fit the kernel's 256 byte limit for fsconfig strings
- * (-E2BIG otherwise).  Adds the options for untrusted layers. -EINVAL for fewer than two or
- * more than OVERLAY_LAYERS_MAX layers. */
-int overlay_plan_build(char *const *layers, bool lowerdir_plus, OverlayPlan *ret);
+/* Builds the fsconfig() calls: with lowerdir_plus one "lowerdir+" per layer (Linux 6.8),
+ * otherwise one "lowerdir" string with ':' and '\' escaped, which must fit the kernel's 256
+ * byte limit for fsconfig strings (-E2BIG otherwise); then upperdir and workdir, and the
+ * options, of which the per-mount ones (noatime, nosuid, ...) become attributes.  -EINVAL
+ * for fewer than two layers read-only or one writable, more than OVERLAY_LAYERS_MAX, or an
+ * option that names a layer (lowerdir, upperdir, workdir, datadir, source). */
+int overlay_plan_build(const OverlaySpec *s, bool lowerdir_plus, OverlayPlan *ret);
 
-/* Creates the overlay as a detached mount: read-only, nodev (and noexec if asked), with
+/* Creates the overlay as a detached mount (read-only unless it has an upper directory), with
  * lowerdir+ where the kernel has it, else the single string.  *ret_message carries the
  * kernel's words on failure. */
-int overlay_mount(char *const *layers, bool noexec, int *ret_mount_fd, char **ret_message);
+int overlay_mount(const OverlaySpec *s, int *ret_mount_fd, char **ret_message);
 
 /* The same with mount(2) at 'where' (for kernels before 6.8, whose fsconfig() limits the one
  * lowerdir string to 256 bytes; mount(2) takes a page). */
-int overlay_mount_legacy(char *const *layers, bool noexec, const char *where, char **ret_message);
+int overlay_mount_legacy(const OverlaySpec *s, const char *where, char **ret_message);

@@ -143,27 +143,40 @@ static int refuse(Plan *p, EngineError kind, int error, const char *fmt, ...) {
         return p->message ? 0 : -ENOMEM;
 }
 
-static bool live_has_extension(const PlanInput *in, const char *name) {
+static bool live_has_extension(const PlanInput *in, ImageClass klass, const char *name) {
         for (size_t i = 0; i < in->n_hierarchies; i++) {
                 const Tree *t = in->hierarchies[i].view.live;
+
+                if (in->hierarchies[i].klass != klass)
+                        continue;
                 if (t && !t->base_only && strv_contains(t->extensions, name))
                         return true;
         }
         return false;
 }
 
-bool plan_images_unchanged(const ImageList *l, const ImageList *recorded) {
+static size_t count_in(const ImageList *l, unsigned classes) {
+        size_t n = 0;
+
+        for (size_t i = 0; i < l->n; i++)
+                n += !!(classes & (1u << l->images[i].klass));
+        return n;
+}
+
+bool plan_images_unchanged(const ImageList *l, const ImageList *recorded, unsigned classes) {
         /* Same files with the same identity give the same verdicts.  Directories are compared
          * by a stamp over every entry in them, so an edit inside one is noticed. */
-        if (l->n != recorded->n)
+        if (count_in(l, classes) != count_in(recorded, classes))
                 return false;
         for (size_t i = 0; i < l->n; i++) {
                 const Image *img = &l->images[i];
                 bool found = false;
 
+                if (!(classes & (1u << img->klass)))
+                        continue;
                 for (size_t k = 0; k < recorded->n && !found; k++) {
                         const Image *m = &recorded->images[k];
-                        found = streq(m->name, img->name) && streq(m->path, img->path) && m->st.st_dev == img->st.st_dev &&
+                        found = m->klass == img->klass && streq(m->name, img->name) && streq(m->path, img->path) && m->st.st_dev == img->st.st_dev &&
                                 m->st.st_ino == img->st.st_ino && m->st.st_size == img->st.st_size &&
                                 m->st.st_mtim.tv_sec == img->st.st_mtim.tv_sec &&
                                 m->st.st_mtim.tv_nsec == img->st.st_mtim.tv_nsec && m->stamp == img->stamp;
@@ -203,7 +216,7 @@ static int check_images(const PlanInput *in, Plan *p) {
                 const Image *img = &in->images->images[i];
                 char *note;
 
-                if (img->verdict != IMAGE_REFUSED || !live_has_extension(in, img->name))
+                if (img->verdict != IMAGE_REFUSED || !live_has_extension(in, img->klass, img->name))
                         continue;
                 if (!img->refused_by_policy)
                         return refuse(p, ENGINE_ERROR_IMAGE_REFUSED, EBADMSG,
@@ -215,10 +228,13 @@ static int check_images(const PlanInput *in, Plan *p) {
                         return -ENOMEM;
         }
 
-        if (n_compatible == 0 && in->verb == ENGINE_MERGE)
-                return refuse(p, ENGINE_ERROR_NO_IMAGES, ENOENT,
-                              "No suitable extensions found (%zu incompatible, %zu refused); nothing was merged.",
-                              n_incompatible, n_refused);
+        p->n_incompatible = n_incompatible;
+        if (n_compatible == 0 && in->verb == ENGINE_MERGE && n_refused > 0)
+                return refuse(p, ENGINE_ERROR_IMAGE_REFUSED, ENOENT,
+                              "No extension could be merged: %zu refused, %zu incompatible; nothing was merged.", n_refused,
+                              n_incompatible);
+        /* None compatible and none refused: nothing to merge, which is no error. */
+        p->no_images = n_compatible == 0;
         return 0;
 }
 
@@ -248,7 +264,7 @@ static int check_stacks(const PlanInput *in, Plan *p) {
                 const PlanHierarchy *h = &in->hierarchies[i];
 
                 /* Covered hierarchies: nothing can be done under a foreign mount. */
-                if (!h->view.covered)
+                if (h->skip || !h->view.covered)
                         continue;
                 if (in->verb == ENGINE_MERGE)
                         return refuse(p, ENGINE_ERROR_ALREADY_MERGED, EBUSY,
@@ -261,7 +277,7 @@ static int check_stacks(const PlanInput *in, Plan *p) {
         if (in->verb == ENGINE_MERGE)
                 for (size_t i = 0; i < in->n_hierarchies; i++) {
                         const Tree *live = in->hierarchies[i].view.live;
-                        if (live && !live->base_only)
+                        if (!in->hierarchies[i].skip && live && !live->base_only)
                                 return refuse(p, ENGINE_ERROR_ALREADY_MERGED, EBUSY,
                                               "Extensions are already merged into %s; use 'sysextd refresh' to update them or 'sysextd unmerge' first.",
                                               in->hierarchies[i].state->path);
@@ -295,7 +311,7 @@ int plan_transition(const PlanInput *in, Plan *ret) {
                 goto finish;
 
         if (in->verb != ENGINE_UNMERGE) {
-                if (in->verb == ENGINE_REFRESH && in->unchanged && !in->force) {
+                if (in->verb == ENGINE_REFRESH && in->unchanged && !in->always_refresh) {
                         *ret = p;
                         p = (Plan) {};
                         return 0; /* nothing to do */
@@ -311,21 +327,36 @@ int plan_transition(const PlanInput *in, Plan *ret) {
                 const Tree *live = h->view.live;
                 bool carry = h->state->children.n > 0 || h->view.n_buried > 0;
 
-                if (!h->state->exists)
+                /* In a mutable mode every hierarchy of the class gets a tree, even without
+                 * extension content; one that does not exist only if it will be writable. */
+                bool always = in->verb != ENGINE_UNMERGE && h->mutable.always &&
+                              (h->state->exists || h->mutable.upper != MUTABLE_UPPER_NONE || h->mutable.import_dir);
+
+                if (h->skip)
                         continue;
                 if (in->verb != ENGINE_UNMERGE) {
                         r = plan_layers(in, i, hp);
                         if (r < 0)
                                 return r;
-                        if (hp->n_layers > OVERLAY_LAYERS_MAX - 2) {
+                        if (hp->n_layers > OVERLAY_LAYERS_MAX - 3) {
                                 r = refuse(&p, ENGINE_ERROR_IMAGE_REFUSED, E2BIG,
                                            "Too many extensions for %s: %zu, overlayfs allows at most %d.", h->state->path,
-                                           hp->n_layers, OVERLAY_LAYERS_MAX - 2);
+                                           hp->n_layers, OVERLAY_LAYERS_MAX - 3);
                                 goto finish;
                         }
                 }
+                if (!h->state->exists) {
+                        /* Created for the extensions that have content for it, as by
+                         * systemd-sysext; left in place after unmerge. */
+                        if (hp->n_layers > 0 || always) {
+                                hp->action = ACTION_BUILD;
+                                hp->create = true;
+                                p.any_work = true;
+                        }
+                        continue;
+                }
 
-                if (hp->n_layers > 0)
+                if (hp->n_layers > 0 || always)
                         hp->action = ACTION_BUILD;
                 else if (live && !live->base_only)
                         hp->action = carry ? ACTION_BASE : ACTION_DETACH;

@@ -56,6 +56,7 @@ const char *hierarchy_action_to_string(HierarchyAction a);
 typedef struct HierarchyPlan {
         HierarchyAction action;
         bool replace;      /* a live tree of ours is replaced (beneath it); else on top */
+        bool create;       /* the hierarchy does not exist: its directory is created first */
         size_t *layers;    /* image indexes, top first */
         size_t n_layers;
         char **names;      /* extension names, bottom to top */
@@ -64,11 +65,14 @@ typedef struct HierarchyPlan {
 typedef struct PlanHierarchy {
         const HierarchyState *state;
         StackView view;
+        ImageClass klass;
+        bool skip;               /* not covered by this call (--class=): kept as it is */
+        MutableDecision mutable; /* merge, refresh: the mode's decision (mutable.h) */
 } PlanHierarchy;
 
 typedef struct PlanInput {
         EngineVerb verb;
-        bool force;
+        bool always_refresh;
         bool strict;
         bool mount_beneath;  /* the kernel has MOVE_MOUNT_BENEATH */
         bool allow_degraded; /* DegradedMode=unmount-mount */
@@ -88,6 +92,10 @@ typedef struct Plan {
         char *message;
         /* Notes for the log: images taken out because they no longer pass the policy. */
         char **dropped;
+        /* Merge and refresh found no compatible image (none refused either): not an error, as
+         * with systemd-sysext; mutable modes still build their trees. */
+        bool no_images;
+        size_t n_incompatible;
 } Plan;
 
 void plan_done(Plan *p);
@@ -101,5 +109,5 @@ int plan_check(const PlanInput *in, Plan *ret);
 int plan_transition(const PlanInput *in, Plan *ret);
 
 /* Whether the images found are the ones the journal recorded (same files, same identity,
- * same stamps): then a refresh has nothing to do. */
-bool plan_images_unchanged(const ImageList *images, const ImageList *recorded);
+ * same stamps), looking at the classes in the mask only: then a refresh has nothing to do. */
+bool plan_images_unchanged(const ImageList *images, const ImageList *recorded, unsigned classes);

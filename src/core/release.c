@@ -2,13 +2,18 @@
 /*
  * os-release / extension-release parsing and matching.
  *
- * The rules follow systemd-sysext so that its images are accepted as they are:
- *   1. SYSEXT_SCOPE, when present, must contain "system";
- *   2. ID must be "_any", equal to the host's ID, or (as in systemd 258) one of the host's
- *      ID_LIKE words;
- *   3. when ID is not "_any": SYSEXT_LEVEL is compared when both sides have it, otherwise
- *      VERSION_ID is compared when the extension has it (a host without either matches on ID);
- *   4. ARCHITECTURE, when present, must be "_any" or this machine's architecture.
+ * The rules follow systemd-sysext and systemd-confext so that their images are accepted as they
+ * are, in this order (X is SYSEXT or CONFEXT, by the image's class):
+ *   1. X_SCOPE (default "system portable") must contain the host's scope: "initrd" when the
+ *      root has etc/initrd-release, else "system";
+ *   2. ARCHITECTURE, when present, must be "_any" or this machine's architecture;
+ *   3. ID must be present; "_any" matches any host without further checks;
+ *   4. ID must equal the host's ID, be one of the host's ID_LIKE words (systemd 258), or the
+ *      extension's ID_LIKE must name the host's ID (sysextd; an extension built for a
+ *      derivative that says what it is like);
+ *   5. X_LEVEL is compared when both sides have it; otherwise a host with VERSION_ID needs the
+ *      same VERSION_ID; a host with neither matches on ID alone.
+ * Comparisons are exact ("40" is not "40.0").
  */
 #include <ctype.h>
 #include <fcntl.h>
@@ -18,6 +23,7 @@
 #include <string.h>
 #include <sys/utsname.h>
 
+#include "fd-util.h"
 #include "fileio.h"
 #include "release.h"
 #include "util.h"
@@ -26,9 +32,14 @@ void release_done(Release *r) {
         free(r->id);
         strv_free(r->id_like);
         free(r->version_id);
-        free(r->sysext_level);
         free(r->architecture);
-        strv_free(r->sysext_scope);
+        for (int c = 0; c < _IMAGE_CLASS_MAX; c++) {
+                free(r->level[c]);
+                strv_free(r->scope[c]);
+        }
+        free(r->reload_manager);
+        strv_free(r->restart_units);
+        strv_free(r->reload_or_restart_units);
         *r = (Release) {};
 }
 
@@ -91,17 +102,24 @@ int release_parse(const char *text, Release *ret) {
                 else if (streq(key, "VERSION_ID"))
                         free(r.version_id), r.version_id = TAKE_PTR(value);
                 else if (streq(key, "SYSEXT_LEVEL"))
-                        free(r.sysext_level), r.sysext_level = TAKE_PTR(value);
+                        free(r.level[IMAGE_CLASS_SYSEXT]), r.level[IMAGE_CLASS_SYSEXT] = TAKE_PTR(value);
+                else if (streq(key, "CONFEXT_LEVEL"))
+                        free(r.level[IMAGE_CLASS_CONFEXT]), r.level[IMAGE_CLASS_CONFEXT] = TAKE_PTR(value);
                 else if (streq(key, "ARCHITECTURE"))
                         free(r.architecture), r.architecture = TAKE_PTR(value);
-                else if (streq(key, "ID_LIKE")) {
-                        strv_free(r.id_like), r.id_like = NULL;
-                        k = strv_split(value, " \t", &r.id_like);
-                        if (k < 0)
-                                return k;
-                } else if (streq(key, "SYSEXT_SCOPE")) {
-                        strv_free(r.sysext_scope), r.sysext_scope = NULL;
-                        k = strv_split(value, " \t", &r.sysext_scope);
+                else if (streq(key, "EXTENSION_RELOAD_MANAGER"))
+                        free(r.reload_manager), r.reload_manager = TAKE_PTR(value);
+                else {
+                        char ***list = streq(key, "ID_LIKE")                             ? &r.id_like
+                                       : streq(key, "SYSEXT_SCOPE")                      ? &r.scope[IMAGE_CLASS_SYSEXT]
+                                       : streq(key, "CONFEXT_SCOPE")                     ? &r.scope[IMAGE_CLASS_CONFEXT]
+                                       : streq(key, "EXTENSION_RESTART_UNITS")           ? &r.restart_units
+                                       : streq(key, "EXTENSION_RELOAD_OR_RESTART_UNITS") ? &r.reload_or_restart_units
+                                                                                         : NULL;
+                        if (!list)
+                                continue;
+                        strv_free(*list), *list = NULL;
+                        k = strv_split(value, " \t", list);
                         if (k < 0)
                                 return k;
                 }
@@ -117,13 +135,20 @@ int release_read_host(int root_fd, Release *ret) {
 
         for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
                 _cleanup_free_ char *text = NULL;
+                int fd;
 
                 r = read_file_at(root_fd, paths[i], RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, 64 * 1024, &text, NULL, NULL);
                 if (r == -ENOENT)
                         continue;
                 if (r < 0)
                         return r;
-                return release_parse(text, ret);
+                r = release_parse(text, ret);
+                if (r < 0)
+                        return r;
+                fd = openat_resolve(root_fd, "etc/initrd-release", O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+                ret->initrd = fd >= 0;
+                safe_close(fd);
+                return 0;
         }
         return r;
 }
@@ -148,10 +173,18 @@ const char *release_native_architecture(void) {
         return u.machine;
 }
 
-int release_match(const Release *host, const Release *ext, char **ret_reason) {
-        if (ext->sysext_scope && !strv_contains(ext->sysext_scope, "system")) {
-                _cleanup_free_ char *s = strv_join(ext->sysext_scope, " ");
-                return set_message(ret_reason, 0, "SYSEXT_SCOPE=%s does not include 'system'", strna(s));
+int release_match(const Release *host, const Release *ext, ImageClass klass, char **ret_reason) {
+        static const char *const level_key[_IMAGE_CLASS_MAX] = { "SYSEXT_LEVEL", "CONFEXT_LEVEL" };
+        static const char *const scope_key[_IMAGE_CLASS_MAX] = { "SYSEXT_SCOPE", "CONFEXT_SCOPE" };
+        static char *const default_scope[] = { (char *) "system", (char *) "portable", NULL };
+        const char *host_scope = host->initrd ? "initrd" : "system";
+        char *const *scope = ext->scope[klass] ?: default_scope;
+        const char *ext_level = ext->level[klass], *host_level = host->level[klass];
+
+        if (!strv_contains(scope, host_scope)) {
+                _cleanup_free_ char *s = strv_join(scope, " ");
+                return set_message(ret_reason, 0, "%s=%s does not include '%s'%s", scope_key[klass], strna(s), host_scope,
+                                   ext->scope[klass] ? "" : " (the default)");
         }
 
         if (ext->architecture && !streq(ext->architecture, "_any") &&
@@ -164,24 +197,25 @@ int release_match(const Release *host, const Release *ext, char **ret_reason) {
         if (streq(ext->id, "_any"))
                 return 1;
 
-        if (!host->id || (!streq(ext->id, host->id) && !strv_contains(host->id_like, ext->id)))
+        if (!host->id || (!streq(ext->id, host->id) && !strv_contains(host->id_like, ext->id) &&
+                          !strv_contains(ext->id_like, host->id)))
                 return set_message(ret_reason, 0, "ID=%s does not match host ID=%s", ext->id, strna(host->id));
 
-        if (ext->sysext_level && host->sysext_level) {
-                if (!streq(ext->sysext_level, host->sysext_level))
-                        return set_message(ret_reason, 0, "SYSEXT_LEVEL=%s does not match host SYSEXT_LEVEL=%s",
-                                        ext->sysext_level, host->sysext_level);
+        if (ext_level && host_level) {
+                if (!streq(ext_level, host_level))
+                        return set_message(ret_reason, 0, "%s=%s does not match host %s=%s", level_key[klass], ext_level,
+                                           level_key[klass], host_level);
                 return 1;
         }
 
         /* A host without VERSION_ID (rolling releases) matches on ID and, where both sides
-         * have it, SYSEXT_LEVEL alone. */
+         * have it, the level alone. */
         if (!host->version_id)
                 return 1;
 
         if (!ext->version_id)
-                return set_message(ret_reason, 0, "extension-release has neither a matching SYSEXT_LEVEL nor VERSION_ID (host VERSION_ID=%s)",
-                                host->version_id);
+                return set_message(ret_reason, 0, "extension-release has neither a matching %s nor VERSION_ID (host VERSION_ID=%s)",
+                                   level_key[klass], host->version_id);
 
         if (!streq(ext->version_id, host->version_id))
                 return set_message(ret_reason, 0, "VERSION_ID=%s does not match host VERSION_ID=%s",

@@ -2,13 +2,19 @@
 /*
  * sysextd.conf:
  *
- *   [Extensions]
+ *   [Extensions]                 # system extensions, and what applies to both classes
  *   SearchPaths=/etc/extensions /run/extensions /var/lib/extensions
  *   Hierarchies=/usr /opt
+ *   NoExec=no
+ *   Mutable=no                   # yes, auto, import, ephemeral, ephemeral-import
  *   ImagePolicy=open             # or verity, signed
  *   TrustedCertificates=/etc/verity.d
- *   NoExec=no
  *   Strict=no
+ *   [ConfigurationExtensions]
+ *   SearchPaths=/run/confexts /var/lib/confexts /usr/local/lib/confexts /usr/lib/confexts
+ *   Hierarchies=/etc
+ *   NoExec=yes
+ *   Mutable=no
  *   [Kernel]
  *   DegradedMode=refuse          # or unmount-mount
  *   [Daemon]
@@ -125,25 +131,33 @@ static int parse_paths(const char *v, char ***ret) {
         return 0;
 }
 
+static ImageClass section_class(const char *section) {
+        return streq(section, "ConfigurationExtensions") ? IMAGE_CLASS_CONFEXT : IMAGE_CLASS_SYSEXT;
+}
+
 static int set_default(Parser *p, const char *section, const char *key) {
+        ClassConfig *c = &p->engine->classes[section_class(section)], *dc;
         EngineConfig d;
         int r = engine_config_default(&d);
 
         if (r < 0)
                 return r;
+        dc = &d.classes[section_class(section)];
         if (streq(key, "SearchPaths")) {
-                strv_free(p->engine->search_dirs);
-                p->engine->search_dirs = TAKE_PTR(d.search_dirs);
+                strv_free(c->search_dirs);
+                c->search_dirs = TAKE_PTR(dc->search_dirs);
         } else if (streq(key, "Hierarchies")) {
-                strv_free(p->engine->hierarchies);
-                p->engine->hierarchies = TAKE_PTR(d.hierarchies);
-        } else if (streq(key, "TrustedCertificates")) {
+                strv_free(c->hierarchies);
+                c->hierarchies = TAKE_PTR(dc->hierarchies);
+        } else if (streq(key, "NoExec"))
+                c->noexec = dc->noexec;
+        else if (streq(key, "Mutable"))
+                c->mutable = dc->mutable;
+        else if (streq(key, "TrustedCertificates")) {
                 free(p->engine->trusted_dir);
                 p->engine->trusted_dir = TAKE_PTR(d.trusted_dir);
         } else if (streq(key, "ImagePolicy"))
                 p->engine->policy = d.policy;
-        else if (streq(key, "NoExec"))
-                p->engine->noexec = d.noexec;
         else if (streq(key, "Strict"))
                 p->engine->strict = d.strict;
         else if (streq(key, "DegradedMode"))
@@ -155,9 +169,19 @@ static int set_default(Parser *p, const char *section, const char *key) {
 }
 
 static const char *const known[][2] = {
-        { "Extensions", "SearchPaths" }, { "Extensions", "Hierarchies" }, { "Extensions", "ImagePolicy" },
-        { "Extensions", "TrustedCertificates" }, { "Extensions", "NoExec" }, { "Extensions", "Strict" },
-        { "Kernel", "DegradedMode" }, { "Daemon", "IdleTimeoutSec" },
+        { "Extensions", "SearchPaths" },
+        { "Extensions", "Hierarchies" },
+        { "Extensions", "NoExec" },
+        { "Extensions", "Mutable" },
+        { "Extensions", "ImagePolicy" },
+        { "Extensions", "TrustedCertificates" },
+        { "Extensions", "Strict" },
+        { "ConfigurationExtensions", "SearchPaths" },
+        { "ConfigurationExtensions", "Hierarchies" },
+        { "ConfigurationExtensions", "NoExec" },
+        { "ConfigurationExtensions", "Mutable" },
+        { "Kernel", "DegradedMode" },
+        { "Daemon", "IdleTimeoutSec" },
 };
 
 static int assign(Parser *p, const char *section, const char *key, const char *value) {
@@ -175,13 +199,21 @@ static int assign(Parser *p, const char *section, const char *key, const char *v
         if (isempty(value))
                 return set_default(p, section, key);
 
+        ClassConfig *cc = &p->engine->classes[section_class(section)];
+
         if (streq(key, "SearchPaths"))
-                r = parse_paths(value, &p->engine->search_dirs), what = "a list of absolute paths";
+                r = parse_paths(value, &cc->search_dirs), what = "a list of absolute paths";
         else if (streq(key, "Hierarchies"))
-                r = parse_paths(value, &p->engine->hierarchies), what = "a list of absolute paths";
-        else if (streq(key, "ImagePolicy")) {
-                int policy = image_policy_from_string(value);
-                what = "'open', 'verity' or 'signed'";
+                r = parse_paths(value, &cc->hierarchies), what = "a list of absolute paths";
+        else if (streq(key, "Mutable")) {
+                int m = mutable_mode_from_string(value);
+                what = "no, yes, auto, import, ephemeral or ephemeral-import";
+                r = m < 0 ? -EINVAL : 0;
+                if (r >= 0)
+                        cc->mutable = m;
+        } else if (streq(key, "ImagePolicy")) {
+                int policy = image_policy_parse(value);
+                what = "'open', 'verity', 'signed' or a systemd image policy";
                 r = policy < 0 ? -EINVAL : 0;
                 if (r >= 0)
                         p->engine->policy = policy;
@@ -198,7 +230,7 @@ static int assign(Parser *p, const char *section, const char *key, const char *v
         } else if (streq(key, "NoExec")) {
                 r = parse_bool(value, &b), what = "a boolean";
                 if (r >= 0)
-                        p->engine->noexec = b;
+                        cc->noexec = b;
         } else if (streq(key, "Strict")) {
                 r = parse_bool(value, &b), what = "a boolean";
                 if (r >= 0)
@@ -282,7 +314,7 @@ static int parse_text(Parser *p, const char *text, size_t size) {
                         if (k < 3 || l[k - 1] != ']')
                                 return parser_error(p, "invalid section header '%s'", l);
                         l[k - 1] = 0;
-                        if (!STR_IN_SET(l + 1, "Extensions", "Kernel", "Daemon"))
+                        if (!STR_IN_SET(l + 1, "Extensions", "ConfigurationExtensions", "Kernel", "Daemon"))
                                 return parser_error(p, "unknown section [%s]", l + 1);
                         free(section);
                         section = strdup(l + 1);
@@ -308,15 +340,22 @@ static int parse_text(Parser *p, const char *text, size_t size) {
 
 /* What cannot work: refused with a message naming the setting. */
 int config_validate(const EngineConfig *c, char **ret_message) {
-        size_t n = strv_length(c->hierarchies);
+        _cleanup_strv_free_ char **all = NULL;
+        size_t n;
 
-        if (n == 0)
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                STRV_FOREACH(h, c->classes[k].hierarchies)
+                        if (strv_extend(&all, *h) < 0)
+                                return -ENOMEM;
+        n = strv_length(all);
+        if (strv_length(c->classes[IMAGE_CLASS_SYSEXT].hierarchies) == 0 &&
+            strv_length(c->classes[IMAGE_CLASS_CONFEXT].hierarchies) == 0)
                 return set_message(ret_message, EINVAL, "Hierarchies= is empty; nothing could be merged");
         if (n > HIERARCHIES_MAX)
-                return set_message(ret_message, EINVAL, "Hierarchies= lists %zu hierarchies, at most %d are supported", n,
+                return set_message(ret_message, EINVAL, "Hierarchies= lists %zu hierarchies in all, at most %d are supported", n,
                                    HIERARCHIES_MAX);
         for (size_t i = 0; i < n; i++) {
-                const char *h = c->hierarchies[i];
+                const char *h = all[i];
 
                 if (isempty(h))
                         return set_message(ret_message, EINVAL,
@@ -326,7 +365,7 @@ int config_validate(const EngineConfig *c, char **ret_message) {
                                            "Hierarchies= contains /%s, which holds sysextd's own state (/run/sysextd); it cannot be merged over",
                                            h);
                 for (size_t k = 0; k < n; k++) {
-                        const char *o = c->hierarchies[k], *rest;
+                        const char *o = all[k], *rest;
 
                         if (k == i)
                                 continue;
@@ -339,12 +378,131 @@ int config_validate(const EngineConfig *c, char **ret_message) {
                                                    h, o);
                 }
         }
-        if (strv_length(c->search_dirs) == 0)
-                return set_message(ret_message, EINVAL, "SearchPaths= is empty; no image could be found");
-        STRV_FOREACH(sd, c->search_dirs)
-                if (isempty(*sd))
-                        return set_message(ret_message, EINVAL, "SearchPaths= contains / itself, which is no image directory");
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                if (strv_length(c->classes[k].hierarchies) > 0 && strv_length(c->classes[k].search_dirs) == 0)
+                        return set_message(ret_message, EINVAL, "SearchPaths= is empty; no image could be found");
+                STRV_FOREACH(sd, c->classes[k].search_dirs)
+                        if (isempty(*sd))
+                                return set_message(ret_message, EINVAL, "SearchPaths= contains / itself, which is no image directory");
+        }
         return 0;
+}
+
+/* systemd's sysext.conf / confext.conf, for a drop-in: Mutable= of [SysExt] or [ConfExt],
+ * read from the first of etc, run, usr/local/lib and usr/lib (systemd/NAME.conf) below the
+ * root.  Read before sysextd.conf, which has the last word.  Like systemd, what it does not
+ * know it ignores (with a warning), and a bad value too. */
+static void read_systemd_conf(int root_fd, const char *name, const char *section, ClassConfig *cc) {
+        static const char *const dirs[] = { "etc", "run", "usr/local/lib", "usr/lib" };
+        _cleanup_free_ char *text = NULL, *path = NULL, *current = NULL;
+        char *saveptr = NULL;
+
+        for (size_t i = 0; i < ELEMENTSOF(dirs) && !text; i++) {
+                free(path);
+                if (asprintf(&path, "%s/systemd/%s", dirs[i], name) < 0)
+                        return;
+                if (read_file_at(root_fd, path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, CONFIG_FILE_MAX, &text, NULL, NULL) < 0)
+                        text = NULL;
+        }
+        if (!text)
+                return;
+        for (char *line = strtok_r(text, "\n", &saveptr); line; line = strtok_r(NULL, "\n", &saveptr)) {
+                char *l = strstrip(line), *eq;
+                int m;
+
+                if (*l == '#' || *l == ';' || *l == 0)
+                        continue;
+                if (*l == '[') {
+                        free(current);
+                        current = strdup(l);
+                        continue;
+                }
+                eq = strchr(l, '=');
+                if (!eq || !current || strcmp(current + 1, section) != 0 || current[strlen(section) + 1] != ']')
+                        continue;
+                *eq = 0;
+                if (!streq(strstrip(l), "Mutable"))
+                        continue;
+                m = mutable_mode_from_string(strstrip(eq + 1));
+                if (m >= 0)
+                        cc->mutable = m;
+        }
+}
+
+/* $SYSTEMD_SYSEXT_HIERARCHIES: "/usr:/opt", absolute, not "/", not empty. */
+static int parse_env_hierarchies(const char *v, char ***ret) {
+        _cleanup_strv_free_ char **l = NULL, **rel = NULL;
+        int r;
+
+        r = strv_split(v, ":", &l);
+        if (r < 0)
+                return r;
+        if (strv_length(l) == 0)
+                return -EINVAL;
+        STRV_FOREACH(p, l) {
+                char *n;
+
+                if (!utf8_is_valid(*p) || string_has_control(*p))
+                        return -EINVAL;
+                r = normalize_path(*p, &n);
+                if (r < 0)
+                        return r;
+                if (isempty(n)) {
+                        free(n);
+                        return -EINVAL;
+                }
+                r = strv_push(&rel, n);
+                if (r < 0)
+                        return r;
+        }
+        *ret = TAKE_PTR(rel);
+        return 0;
+}
+
+int config_apply_environment(EngineConfig *c, char **ret_message) {
+        static const char *const hier[_IMAGE_CLASS_MAX] = { "SYSTEMD_SYSEXT_HIERARCHIES", "SYSTEMD_CONFEXT_HIERARCHIES" };
+        static const char *const mode[_IMAGE_CLASS_MAX] = { "SYSTEMD_SYSEXT_MUTABLE_MODE", "SYSTEMD_CONFEXT_MUTABLE_MODE" };
+        static const char *const opts[_IMAGE_CLASS_MAX] = { "SYSTEMD_SYSEXT_OVERLAYFS_MOUNT_OPTIONS",
+                                                            "SYSTEMD_CONFEXT_OVERLAYFS_MOUNT_OPTIONS" };
+        int r;
+
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                _cleanup_free_ char *safe = NULL;
+                const char *v = getenv(hier[k]);
+                int m;
+
+                if (v) {
+                        char **l = NULL;
+                        r = parse_env_hierarchies(v, &l);
+                        if (r == -ENOMEM)
+                                return r;
+                        if (r < 0)
+                                return set_message(ret_message, EINVAL,
+                                                   "Failed to parse %s environment variable '%s': a colon-separated list of absolute paths other than / is expected.",
+                                                   hier[k], string_safe(v, &safe));
+                        strv_free(c->classes[k].hierarchies);
+                        c->classes[k].hierarchies = l;
+                }
+                v = getenv(mode[k]);
+                if (v) {
+                        m = mutable_mode_from_string(v);
+                        if (m < 0)
+                                fprintf(stderr, "Failed to parse %s environment variable value '%s'. Ignoring.\n", mode[k],
+                                        string_safe(v, &safe));
+                        else
+                                c->classes[k].mutable = m;
+                }
+                v = getenv(opts[k]);
+                if (v) {
+                        if (!utf8_is_valid(v) || string_has_control(v))
+                                return set_message(ret_message, EINVAL, "%s contains invalid characters.", opts[k]);
+                        free(c->classes[k].overlay_options);
+                        c->classes[k].overlay_options = strdup(v);
+                        if (!c->classes[k].overlay_options)
+                                return -ENOMEM;
+                }
+        }
+        return config_validate(c, ret_message);
 }
 
 int config_load(int root_fd, const char *root, const char *path, EngineConfig *ret, DaemonConfig *ret_daemon,
@@ -360,6 +518,8 @@ int config_load(int root_fd, const char *root, const char *path, EngineConfig *r
         r = engine_config_default(&c);
         if (r < 0)
                 return r;
+        read_systemd_conf(root_fd, "sysext.conf", "SysExt", &c.classes[IMAGE_CLASS_SYSEXT]);
+        read_systemd_conf(root_fd, "confext.conf", "ConfExt", &c.classes[IMAGE_CLASS_CONFEXT]);
 
         if (path) {
                 /* A file named on the command line: resolved as the caller would, but read

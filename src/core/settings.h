@@ -27,5 +27,12 @@ int config_parse_string(const char *name, const char *text, EngineConfig *ret, D
  * hierarchy, one inside another, one listed twice, more than HIERARCHIES_MAX. */
 int config_validate(const EngineConfig *c, char **ret_message);
 
+/* systemd-sysext's environment, over the configuration: $SYSTEMD_SYSEXT_HIERARCHIES and
+ * $SYSTEMD_CONFEXT_HIERARCHIES (an invalid one is an error), $SYSTEMD_SYSEXT_MUTABLE_MODE and
+ * $SYSTEMD_CONFEXT_MUTABLE_MODE (an invalid one is ignored, with a warning), and
+ * $SYSTEMD_SYSEXT_OVERLAYFS_MOUNT_OPTIONS / $SYSTEMD_CONFEXT_OVERLAYFS_MOUNT_OPTIONS.  Then
+ * validates the result. */
+int config_apply_environment(EngineConfig *c, char **ret_message);
+
 #define CONFIG_DEFAULT_PATH "etc/sysextd/sysextd.conf"
 #define CONFIG_DEFAULT_IDLE_TIMEOUT_USEC (30ULL * 1000000ULL)

@@ -19,9 +19,13 @@
  *      through their detached mount fds (Linux 6.15) or, before, attached at "iN"; each
  *      image's layer directory is opened without following a symlink, so no layer can lead
  *      out of its image;
- *   4. fsmount the overlay (layers "m-K", the images top first, "b-K") and attach it at "t-K";
- *   5. attach the clones from 1 at their paths on "t-K" (a missing mount point fails here);
- *   6. open_tree(CLONE|RECURSIVE) "t-K" and send that fd to the parent.
+ *   4. a writable tree's upper and work directory (mutable.h): the mutable directory and its
+ *      fresh work directory as the parent opened them, or the hierarchy's own directory as
+ *      reached in 2 with the work directory beside it, or a new tmpfs "e-K" (ephemeral);
+ *   5. fsmount the overlay (layers "m-K", an imported mutable directory, the images top first,
+ *      "b-K" unless the hierarchy is the upper directory) and attach it at "t-K";
+ *   6. attach the clones from 1 at their paths on "t-K" (a missing mount point fails here);
+ *   7. open_tree(CLONE|RECURSIVE) "t-K" and send that fd to the parent.
  * When the worker exits, its namespace and everything mounted in it go away; the overlay's
  * layers are private clones held by the overlay itself, so the tree sent back stays whole.
  * On any failure the worker sends the message and exits: nothing outside it changed.
@@ -37,6 +41,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 
@@ -167,13 +172,109 @@ static int open_layer(Worker *w, const Image *img, int image_root, const char *h
         return 0;
 }
 
-static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, bool noexec, const int *image_roots) {
-        _cleanup_free_ char *base = NULL, *meta = NULL, *top = NULL, *msg = NULL;
+/* A directory the parent opened, reached again by its path in this namespace: overlayfs
+ * takes only layers of the mounter's own namespace.  The same inode or a failure. */
+static int reopen_here(Worker *w, int fd, int *ret_fd) {
+        char target[PATH_MAX];
+        struct stat a, b;
+        ssize_t n;
+        int here;
+
+        n = readlink(FORMAT_PROC_FD_PATH(fd), target, sizeof(target) - 1);
+        if (n < 0 || n >= (ssize_t) sizeof(target) - 1 || fstat(fd, &a) < 0)
+                return worker_fail(w, errno ?: ENAMETOOLONG, "Failed to find a mutable directory again: %m");
+        target[n] = 0;
+        here = openat_resolve(AT_FDCWD, target, O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        if (here < 0)
+                return worker_fail(w, here, "Failed to open %s: %m", target);
+        if (fstat(here, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+                safe_close(here);
+                return worker_fail(w, EBUSY, "%s changed while the new tree was being built", target);
+        }
+        *ret_fd = here;
+        return 0;
+}
+
+/* The upper and work directory of a writable tree (none for a read-only one), after the base
+ * was reached.  An ephemeral tree's are on a tmpfs of its own, with the base's owner and
+ * mode on the upper directory, whose root gives the merged root its attributes. */
+static int stage_upper(Worker *w, StagingRequest *req, size_t k, const struct stat *base_st, char **ret_upper,
+                       char **ret_work) {
+        switch (req->upper) {
+        case MUTABLE_UPPER_NONE:
+                return 0;
+        case MUTABLE_UPPER_DIR: {
+                int r = reopen_here(w, req->upper_fd, &req->upper_fd_here);
+                if (r >= 0)
+                        r = reopen_here(w, req->work_fd, &req->work_fd_here);
+                if (r < 0)
+                        return r;
+                *ret_upper = strdup(FORMAT_PROC_FD_PATH(req->upper_fd_here));
+                *ret_work = strdup(FORMAT_PROC_FD_PATH(req->work_fd_here));
+                break;
+        }
+        case MUTABLE_UPPER_HIERARCHY: {
+                /* The hierarchy's own directory, as the base is reached here; its work
+                 * directory beside it, reached the same way, so both are on one mount. */
+                _cleanup_close_ int up = -EBADF, wk = -EBADF;
+                _cleanup_free_ char *parent = NULL;
+                const char *slash = strrchr(req->target, '/');
+                MountIdentity a, b;
+                struct statvfs sv;
+
+                parent = slash && slash != req->target ? strndup(req->target, slash - req->target) : strdup("/");
+                if (!parent)
+                        return worker_fail(w, ENOMEM, "Out of memory");
+                up = open_live(req->target);
+                wk = openat_resolve(AT_FDCWD, parent, O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                if (up < 0 || wk < 0)
+                        return worker_fail(w, up < 0 ? up : wk, "Failed to open %s: %m", req->target);
+                if (fstatvfs(up, &sv) >= 0 && (sv.f_flag & ST_RDONLY))
+                        return worker_fail(w, EROFS, "Can't use '%s' as an upperdir as it is read-only", req->target);
+                if (mount_identity_of_fd(up, &a) < 0 || mount_identity_of_fd(wk, &b) < 0 || a.is_root || a.id != b.id)
+                        return worker_fail(w, EXDEV,
+                                           "Unable to find a suitable workdir location for upperdir '%s' for host hierarchy '%s' - parent directory of the upperdir is in a different filesystem",
+                                           req->target, req->target);
+                *ret_upper = strdup(req->target);
+                *ret_work = path_join(parent, req->work_name);
+                break;
+        }
+        case MUTABLE_UPPER_TMPFS: {
+                _cleanup_close_ int fs = fsopen("tmpfs", FSOPEN_CLOEXEC), m = -EBADF;
+                char where[32];
+
+                snprintf(where, sizeof(where), "e-%zu", k);
+                if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "source", "sysextd-ephemeral", 0) < 0 ||
+                    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                        return worker_fail(w, errno, "Failed to create the ephemeral upper directory of %s: %m", req->target);
+                m = fsmount(fs, FSMOUNT_CLOEXEC, 0);
+                if (m < 0 || attach_fd_at(m, where) < 0)
+                        return worker_fail(w, errno, "Failed to create the ephemeral upper directory of %s: %m", req->target);
+                *ret_upper = path_join(where, "upper");
+                *ret_work = path_join(where, "work");
+                if (!*ret_upper || !*ret_work)
+                        return worker_fail(w, ENOMEM, "Out of memory");
+                if (mkdir(*ret_upper, base_st->st_mode & 07777) < 0 || mkdir(*ret_work, 0700) < 0 ||
+                    chown(*ret_upper, base_st->st_uid, base_st->st_gid) < 0 || chmod(*ret_upper, base_st->st_mode & 07777) < 0)
+                        return worker_fail(w, errno, "Failed to create the ephemeral upper directory of %s: %m", req->target);
+                break;
+        }
+        default:
+                return worker_fail(w, EINVAL, "Internal error: unknown upper directory");
+        }
+        if (!*ret_upper || !*ret_work)
+                return worker_fail(w, ENOMEM, "Out of memory");
+        return 0;
+}
+
+static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, const int *image_roots) {
+        _cleanup_free_ char *base = NULL, *meta = NULL, *top = NULL, *msg = NULL, *upper = NULL, *work = NULL;
         _cleanup_strv_free_ char **layers = NULL;
         size_t n_children = strv_length(req->children);
         _cleanup_free_ int *child_fds = NULL, *layer_fds = NULL;
         _cleanup_close_ int base_fd = -EBADF, ovl_fd = -EBADF;
         struct stat base_st;
+        OverlaySpec spec;
         int r;
 
         child_fds = malloc(sizeof(int) * (n_children ?: 1));
@@ -201,19 +302,31 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, bo
                 r = worker_fail(w, errno, "Failed to bind the base %s: %m", req->target);
                 goto finish;
         }
-        r = attach_fd_at(base_fd, base);
-        if (r < 0) {
-                r = worker_fail(w, r, "Failed to attach the base of %s in the staging area: %m", req->target);
-                goto finish;
+        if (req->base_layer) {
+                r = attach_fd_at(base_fd, base);
+                if (r < 0) {
+                        r = worker_fail(w, r, "Failed to attach the base of %s in the staging area: %m", req->target);
+                        goto finish;
+                }
         }
         r = write_marker(meta, req, &base_st);
         if (r < 0) {
                 r = worker_fail(w, r, "Failed to write the marker layer for %s: %m", req->target);
                 goto finish;
         }
+        r = stage_upper(w, req, k, &base_st, &upper, &work);
+        if (r < 0)
+                goto finish;
 
-        /* Top first: the marker above every image, the images, the base at the bottom. */
-        if (strv_extend(&layers, meta) < 0) {
+        /* Top first: the marker above every image, an imported mutable directory, the
+         * images, the base at the bottom. */
+        if (req->import_fd >= 0) {
+                r = reopen_here(w, req->import_fd, &req->import_fd_here);
+                if (r < 0)
+                        goto finish;
+        }
+        if (strv_extend(&layers, meta) < 0 ||
+            (req->import_fd_here >= 0 && strv_extend(&layers, FORMAT_PROC_FD_PATH(req->import_fd_here)) < 0)) {
                 r = worker_fail(w, ENOMEM, "Out of memory");
                 goto finish;
         }
@@ -232,20 +345,23 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, bo
                         goto finish;
                 }
         }
-        if (strv_extend(&layers, base) < 0) {
+        if (req->base_layer && strv_extend(&layers, base) < 0) {
                 r = worker_fail(w, ENOMEM, "Out of memory");
                 goto finish;
         }
 
-        /* Step 4. */
+        /* Step 5. */
+        spec = (OverlaySpec) {
+                .layers = layers, .upper = upper, .work = work, .attrs = req->attrs, .options = req->options,
+        };
         if (kernel_has(KERNEL_LOWERDIR_PLUS)) {
-                r = overlay_mount(layers, noexec, &ovl_fd, &msg);
+                r = overlay_mount(&spec, &ovl_fd, &msg);
                 if (r >= 0)
                         r = attach_fd_at(ovl_fd, top);
         } else
                 /* Before Linux 6.8 the layers go into one lowerdir= string, which fsconfig()
                  * limits to 256 bytes: the mount(2) options take a page. */
-                r = overlay_mount_legacy(layers, noexec, top, &msg);
+                r = overlay_mount_legacy(&spec, top, &msg);
         if (r < 0) {
                 if (r == -ELOOP)
                         r = worker_fail(w, r, "Failed to build the overlay for %s: layers overlap (an image lies inside the hierarchy it extends?)%s%s",
@@ -259,7 +375,7 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, bo
                 goto finish;
         }
 
-        /* Step 5: children at the same paths on the new overlay. */
+        /* Step 6: children at the same paths on the new overlay. */
         for (size_t i = 0; i < n_children; i++) {
                 _cleanup_free_ char *where = NULL;
                 const char *rel = startswith(req->children[i], req->target);
@@ -280,7 +396,7 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, bo
                 }
         }
 
-        /* Step 6. */
+        /* Step 7. */
         req->tree_fd = open_tree(AT_FDCWD, top, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
         if (req->tree_fd < 0) {
                 r = worker_fail(w, errno, "Failed to take the new tree for %s: %m", req->target);
@@ -296,7 +412,7 @@ finish:
 }
 
 static int worker_run(Worker *w, int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs,
-                      size_t n_reqs, bool noexec) {
+                      size_t n_reqs) {
         _cleanup_free_ int *image_roots = NULL;
         _cleanup_close_ int fs_fd = -EBADF, area_fd = -EBADF;
         bool detached;
@@ -359,7 +475,7 @@ static int worker_run(Worker *w, int staging_dir_fd, Image *images, size_t n_ima
 #endif
 
         for (size_t k = 0; k < n_reqs; k++) {
-                r = build_one(w, images, &reqs[k], k, noexec, image_roots);
+                r = build_one(w, images, &reqs[k], k, image_roots);
                 if (r < 0)
                         return r;
         }
@@ -367,14 +483,14 @@ static int worker_run(Worker *w, int staging_dir_fd, Image *images, size_t n_ima
 }
 
 static _noreturn_ void worker_main(int sock, int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs,
-                                   size_t n_reqs, bool noexec) {
+                                   size_t n_reqs) {
         Worker w = {};
         int fds[HIERARCHIES_MAX];
         json_object *o = json_object_new_object();
         const char *s;
         int r;
 
-        r = worker_run(&w, staging_dir_fd, images, n_images, reqs, n_reqs, noexec);
+        r = worker_run(&w, staging_dir_fd, images, n_images, reqs, n_reqs);
         json_object_object_add(o, "error", json_object_new_int(r < 0 ? w.error : 0));
         if (r < 0)
                 json_object_object_add(o, "message", json_object_new_string(w.message ?: "Staging failed"));
@@ -385,7 +501,7 @@ static _noreturn_ void worker_main(int sock, int staging_dir_fd, Image *images, 
         _exit(r < 0 ? 1 : 0);
 }
 
-int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs, bool noexec,
+int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs,
                   char **ret_message) {
         _cleanup_close_ int sock_parent = -EBADF, sock_child = -EBADF;
         _cleanup_free_ char *reply = NULL;
@@ -412,7 +528,7 @@ int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingReq
                 if (getppid() == 1)
                         _exit(1);
                 (void) signal(SIGPIPE, SIG_IGN);
-                worker_main(sock_child, staging_dir_fd, images, n_images, reqs, n_reqs, noexec);
+                worker_main(sock_child, staging_dir_fd, images, n_images, reqs, n_reqs);
         }
         sock_child = safe_close(sock_child);
 

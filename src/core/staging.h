@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include "image.h"
+#include "mutable.h"
 
 /* The staging worker: builds complete new trees off to the side, in a private mount
  * namespace of a child process, and hands them back as detached mount fds. */
@@ -24,11 +25,26 @@ typedef struct StagingRequest {
         uint64_t generation;
         char **names;          /* extension names, bottom to top */
 
+        /* The overlay's mount: MOUNT_ATTR_NODEV, _NOSUID, _NOEXEC; extra options (NULL: the
+         * defaults, overlay.h). */
+        unsigned attrs;
+        const char *options;
+        /* Mutable modes (mutable.h).  The base is the bottom layer unless base_layer is
+         * false (the hierarchy is its own upper directory). */
+        bool base_layer;
+        MutableUpper upper;
+        int upper_fd;          /* MUTABLE_UPPER_DIR: the upper directory, O_PATH */
+        int work_fd;           /* MUTABLE_UPPER_DIR: its fresh, empty work directory, O_PATH */
+        const char *work_name; /* MUTABLE_UPPER_HIERARCHY: the work directory beside target */
+        int import_fd;         /* a read-only layer right below the marker, -EBADF: none */
+        /* In the worker: the same directories reached in its namespace (it exits with them). */
+        int upper_fd_here, work_fd_here, import_fd_here;
+
         int tree_fd;           /* result: detached tree, the overlay with its children */
 } StagingRequest;
 
 /* Runs the worker.  staging_dir_fd is an empty directory (run/sysextd/staging) that the
  * worker mounts a private tmpfs on, in its own namespace only.  On failure returns -errno
  * and a message for people in *ret_message; nothing is left mounted anywhere. */
-int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs, bool noexec,
+int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs,
                   char **ret_message);

@@ -8,11 +8,12 @@
  *   1. place:   every new tree beneath its old top, move_mount(MOVE_MOUNT_BENEATH), the top
  *               checked again right before each call; then, where nothing of ours was live,
  *               the new tree on top (move_mount), its planned top checked the same way
- *   2. detach:  every old top, lazily, through a pinned fd, its identity checked immediately
+ *   2. seal:    every old top that is writable (mutable modes) made read-only, below
+ *   3. detach:  every old top, lazily, through a pinned fd, its identity checked immediately
  *               before umount2()
- * A failure in 0 or 1 takes back what 1 did, so every hierarchy shows its old tree: a tree
+ * A failure in 0, 1 or 2 takes back what 1 and 2 did, so every hierarchy shows its old tree: a tree
  * attached on top is detached again (it was visible for that moment); a tree placed beneath
- * was never visible and is taken back beneath the old top (below).  Step 2 is the commit:
+ * was never visible and is taken back beneath the old top (below).  Step 3 is the commit:
  * from its first detach on, the transition only goes forward.
  *
  * Outcome if we stop after each step (crash, kill, error), two hierarchies A and B:
@@ -23,9 +24,11 @@
  *                         |                    | forward, B discarded, the journal marked
  *                         |                    | incomplete (the next refresh completes B)
  *   1, A and B placed     | old A, old B       | error: both taken back; crash: both finished
- *   2, A detached         | new A, old B       | finishes B (detaches its old top)
- *   2, both detached      | new A, new B       | commits the pending record
- *   1 or 2, a foreign     | the foreign mount  | keeps the record while it covers the tree;
+ *   2, A sealed           | old A (read-only   | A unsealed (as for 1)
+ *                         | for that moment)   |
+ *   3, A detached         | new A, old B       | finishes B (detaches its old top)
+ *   3, both detached      | new A, new B       | commits the pending record
+ *   1-3, a foreign        | the foreign mount  | keeps the record while it covers the tree;
  *   mount on top of A     | at A               | finishes once it is gone
  * Readers never see the bare base: before its old top is detached a new tree is covered by it,
  * after that it is the top.  Nothing of ours live (first merge, or a foreign mount such as a
@@ -43,10 +46,34 @@
  * the parent does not propagate there is no peer to do this from; N then stays beneath O,
  * invisible (SWAP_BURIED), and status reports it.
  *
+ * Writable trees (mutable modes): the new tree N takes over the upper directory of the old one,
+ * O.  Two overlays on one upper directory are what overlayfs calls undefined, for a reason:
+ * each caches what it looked up, and a name one of them creates, removes or copies up is not
+ * seen by the other's cache.  So the two never write at the same time:
+ *   - N is mounted with index=off (with the index the kernel refuses the second mount) and a
+ *     work directory of its own (mutable.h), while O is still the top everywhere;
+ *   - until the seal, N is reachable by nobody: it is beneath O, and nothing but the
+ *     re-created child mounts was looked up in it (their mount points, which O cannot remove
+ *     while they are mount points);
+ *   - seal: O's superblock is made read-only (fspick + FSCONFIG_CMD_RECONFIGURE "ro"), which
+ *     reaches every mount of O in every namespace.  The kernel grants it only while no file
+ *     on O is open for writing; a write in flight finishes first (it holds the mount's write
+ *     count), and a file opened for writing makes the seal wait, up to 2 s, then the
+ *     transition is refused with the process named.  From the seal on, O cannot change
+ *     anything: a write through it fails with EROFS, it never succeeds and is lost;
+ *   - detach O: N is the top, and the only tree that writes.
+ * Every write that returned success went to the upper directory, which N shows: the data of a
+ * file lives in the upper file itself, shared by both.  A write attempted through O in the
+ * instant between the seal and the detach fails (EROFS) and can be retried; it reaches N.
+ * Unmerge seals the same way before the detach, so nothing written after it is left in a tree
+ * that is gone from the hierarchy.  An ephemeral tree's upper directory is its own tmpfs:
+ * what was written to it goes with it, as with systemd-sysext.
+ *
  * Degraded mode (no MOVE_MOUNT_BENEATH, only when the configuration allows it): per
  * hierarchy, detach old, then attach new: readers see the base in between, as with
  * systemd-sysext, and a failure stops with the hierarchies before it changed.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sched.h>
@@ -57,6 +84,7 @@
 #include <sys/wait.h>
 
 #include "fd-util.h"
+#include "fileio.h"
 #include "inspect.h"
 #include "kernel.h"
 #include "missing.h"
@@ -138,6 +166,112 @@ int tree_detach(int root_fd, const char *rel, const char *path, const Tree *t, c
         if (umount2(FORMAT_PROC_FD_PATH(fd), MNT_DETACH) < 0)
                 return swap_explain(negative_errno(), path, "detach the old tree from", ret_message);
         return 0;
+}
+
+int tree_seal_fd(int fd, bool ro) {
+        _cleanup_close_ int fs = fspick(fd, "", FSPICK_EMPTY_PATH | FSPICK_CLOEXEC | FSPICK_NO_AUTOMOUNT);
+
+        if (fs < 0)
+                return negative_errno();
+        if (fsconfig(fs, FSCONFIG_SET_FLAG, ro ? "ro" : "rw", NULL, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_CMD_RECONFIGURE, NULL, NULL, 0) < 0)
+                return negative_errno();
+        return 0;
+}
+
+/* A process of this namespace with a file on mount 'mnt_id' open for writing, for the
+ * message when a seal cannot be had: "PID 123 (comm) holds /usr/x". */
+static char *find_writer(uint64_t mnt_id) {
+        _cleanup_closedir_ DIR *proc = opendir("/proc");
+        struct dirent *p;
+
+        while (proc && (p = readdir(proc))) {
+                _cleanup_closedir_ DIR *fds = NULL;
+                char dir[600];
+                struct dirent *f;
+
+                if (p->d_name[0] < '1' || p->d_name[0] > '9')
+                        continue;
+                snprintf(dir, sizeof(dir), "/proc/%s/fd", p->d_name);
+                fds = opendir(dir);
+                while (fds && (f = readdir(fds))) {
+                        _cleanup_free_ char *info = NULL, *comm = NULL, *link = NULL, *s = NULL;
+                        unsigned long long flags = 0, mnt = 0;
+                        char path[600], target[PATH_MAX];
+                        const char *l;
+                        ssize_t n;
+
+                        if (f->d_name[0] == '.')
+                                continue;
+                        snprintf(path, sizeof(path), "/proc/%s/fdinfo/%s", p->d_name, f->d_name);
+                        if (read_file_at(AT_FDCWD, path, 0, 4096, &info, NULL, NULL) < 0)
+                                continue;
+                        l = strstr(info, "flags:");
+                        if (!l || sscanf(l, "flags: %llo", &flags) != 1 || (flags & O_ACCMODE) == O_RDONLY)
+                                continue;
+                        l = strstr(info, "mnt_id:");
+                        if (!l || sscanf(l, "mnt_id: %llu", &mnt) != 1 || mnt != mnt_id)
+                                continue;
+                        snprintf(path, sizeof(path), "/proc/%s/fd/%s", p->d_name, f->d_name);
+                        n = readlink(path, target, sizeof(target) - 1);
+                        target[n > 0 ? n : 0] = 0;
+                        snprintf(path, sizeof(path), "/proc/%s/comm", p->d_name);
+                        if (read_file_at(AT_FDCWD, path, 0, 256, &comm, NULL, NULL) >= 0)
+                                comm[strcspn(comm, "\n")] = 0;
+                        if (asprintf(&s, "process %s (%s) holds %s open for writing", p->d_name,
+                                     string_safe(strna(comm), &link), target) < 0)
+                                return NULL;
+                        return TAKE_PTR(s);
+                }
+        }
+        return NULL;
+}
+
+/* Step 2 for one target: the old top, checked by its identity, made read-only, waiting for
+ * writers that hold files open to close them. */
+static int seal_old(SwapTarget *t, uint64_t wait_usec, char **ret_message) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *why = NULL, *writer = NULL;
+        uint64_t deadline = now_monotonic_usec() + wait_usec;
+        MountIdentity m;
+        int r;
+
+        fd = open_live(t->root_fd, t->rel);
+        if (fd < 0)
+                return swap_explain(fd, t->path, "open", ret_message);
+        r = tree_check_fd(t->old, fd, &why);
+        if (r < 0)
+                return swap_explain(r, t->path, "inspect", ret_message);
+        if (r == 0)
+                return set_message(ret_message, EBUSY, "The top of %s changed during the swap (%s).", t->path, strna(why));
+        for (;;) {
+                r = tree_seal_fd(fd, true);
+                if (r != -EBUSY || now_monotonic_usec() >= deadline)
+                        break;
+                (void) usleep(1000);
+        }
+        if (r == -EBUSY) {
+                writer = mount_identity_of_fd(fd, &m) >= 0 ? find_writer(m.id) : NULL;
+                return set_message(ret_message, EBUSY,
+                                   "The writable tree on %s stays: a file on it is open for writing (%s), and the new tree can only take over its upper directory once nothing can write through the old one. Close it and run the command again.",
+                                   t->path, writer ?: "by a process in another mount namespace");
+        }
+        if (r < 0)
+                return swap_explain(r, t->path, "make the old tree read-only on", ret_message);
+        t->sealed = true;
+        return 0;
+}
+
+static void unseal_all(SwapTarget *targets, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_close_ int fd = -EBADF;
+
+                if (!targets[i].sealed)
+                        continue;
+                fd = open_live(targets[i].root_fd, targets[i].rel);
+                if (fd >= 0 && tree_check_fd(targets[i].old, fd, NULL) > 0 && tree_seal_fd(fd, false) >= 0)
+                        targets[i].sealed = false;
+        }
 }
 
 /* Whether the top at the target is what the plan saw.  1 yes, with the fd it checked in
@@ -313,12 +447,19 @@ static void roll_back(SwapTarget *targets, size_t n, const bool *propagates) {
         }
 }
 
-static int swap_degraded(SwapTarget *targets, size_t n, char **ret_message) {
+static int swap_degraded(SwapTarget *targets, size_t n, uint64_t seal_wait_usec, char **ret_message) {
         int r;
 
         for (size_t i = 0; i < n; i++) {
                 SwapTarget *t = &targets[i];
 
+                if (t->old && t->old->writable) {
+                        r = seal_old(t, seal_wait_usec, ret_message);
+                        if (r < 0) {
+                                unseal_all(targets, n);
+                                return r;
+                        }
+                }
                 if (t->old) {
                         r = tree_detach(t->root_fd, t->rel, t->path, t->old, ret_message);
                         if (r < 0)
@@ -370,7 +511,7 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
                                 return set_message(ret_message, EOPNOTSUPP,
                                                    "This kernel cannot mount beneath %s (MOVE_MOUNT_BENEATH needs Linux 6.5); refusing a refresh that would expose the base. Set DegradedMode=unmount-mount in sysextd.conf to accept that.",
                                                    targets[i].path);
-                return swap_degraded(targets, n, ret_message);
+                return swap_degraded(targets, n, o->seal_wait_usec, ret_message);
         }
 
         /* 1. Place: beneath first (invisible), then on top (visible). */
@@ -411,7 +552,17 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
                 }
 #endif
 
-        /* 2. Detach every old top: the commit point. */
+        /* 2. Seal every writable old top. */
+        for (size_t i = 0; i < n; i++)
+                if (targets[i].old && targets[i].old->writable) {
+                        r = seal_old(&targets[i], o->seal_wait_usec, ret_message);
+                        if (r < 0) {
+                                unseal_all(targets, n);
+                                goto fail;
+                        }
+                }
+
+        /* 3. Detach every old top: the commit point. */
         r = 0;
         for (size_t i = 0; i < n; i++) {
                 SwapTarget *t = &targets[i];
@@ -421,6 +572,10 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
                 if (!t->old)
                         continue;
                 k = tree_detach(t->root_fd, t->rel, t->path, t->old, &msg);
+                if (k < 0 && k != -EBUSY && t->sealed) {
+                        /* Still the live top: writable again. */
+                        unseal_all(t, 1);
+                }
                 if (k < 0) {
                         /* Placed, and covered now: it is finished once the mount on top goes. */
                         if (t->state == SWAP_PLACED)

@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "mounts.h"
 #include "tree.h"
@@ -44,12 +45,21 @@ typedef struct SwapTarget {
         const MountChildren *children;
 
         SwapState state;
+        bool sealed;      /* the old tree (writable) was made read-only for the handover */
 } SwapTarget;
 
 typedef struct SwapOptions {
         bool mount_beneath;  /* the kernel has MOVE_MOUNT_BENEATH */
         bool allow_degraded; /* without it: unmount, then mount */
+        uint64_t seal_wait_usec; /* how long a seal waits for files open for writing to close */
 } SwapOptions;
+
+#define SWAP_SEAL_WAIT_USEC (2ULL * 1000000ULL)
+
+/* Makes a writable tree read-only (ro) or writable again, on a pinned fd of its root: its
+ * superblock, so every mount of it in every namespace.  -EBUSY while a file on it is open for
+ * writing. */
+int tree_seal_fd(int fd, bool ro);
 
 /* Swaps every target.  Returns 0 when every target reached its end state (REPLACED,
  * ATTACHED, DETACHED, or UNTOUCHED for those with nothing to do); < 0 with *ret_message

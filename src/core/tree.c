@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <string.h>
 #include <sys/sysmacros.h>
@@ -10,6 +11,7 @@
 #include "fileio.h"
 #include "json-util.h"
 #include "kernel.h"
+#include "mutable.h"
 #include "overlay.h"
 #include "tree.h"
 #include "util.h"
@@ -22,6 +24,7 @@ void tree_done(Tree *t) {
         free(t->id);
         free(t->hierarchy);
         strv_free(t->extensions);
+        free(t->workdir);
         *t = (Tree) {};
 }
 
@@ -59,6 +62,8 @@ int tree_to_json_string(const Tree *t, char **ret) {
         json_object_object_add(o, "base_only", json_object_new_boolean(t->base_only));
         json_object_object_add(o, "extensions", json_new_strv(t->extensions));
         json_object_object_add(o, "since", json_object_new_uint64(t->since));
+        json_object_object_add(o, "writable", json_object_new_boolean(t->writable));
+        json_object_object_add(o, "workdir", json_new_string_or_null(t->workdir));
         s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
         *ret = s ? strdup(s) : NULL;
         return *ret ? 0 : -ENOMEM;
@@ -68,6 +73,7 @@ int tree_from_json_string(const char *text, Tree *ret) {
         _cleanup_json_ json_object *o = json_parse_object(text);
         _cleanup_(tree_done) Tree t = {};
         uint64_t maj, mnr;
+        int r;
 
         if (!o)
                 return -EBADMSG;
@@ -79,6 +85,13 @@ int tree_from_json_string(const char *text, Tree *ret) {
             mnr > 0xfffff || json_get_bool(o, "base_only", &t.base_only) < 0 ||
             json_get_strv(o, "extensions", TREE_EXTENSIONS_MAX, NAME_MAX_LEN, &t.extensions) < 0 ||
             json_get_u64(o, "since", &t.since) < 0)
+                return -EBADMSG;
+        /* Written since mutable modes; absent from older records (read-only trees). */
+        r = json_get_bool(o, "writable", &t.writable);
+        if (r < 0 && r != -ENOENT)
+                return -EBADMSG;
+        r = json_get_string_or_null(o, "workdir", PATH_MAX, &t.workdir);
+        if ((r < 0 && r != -ENOENT) || (t.workdir && !mutable_workdir_valid(t.workdir)))
                 return -EBADMSG;
         t.dev = makedev(maj, mnr);
         *ret = t;

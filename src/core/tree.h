@@ -36,6 +36,9 @@ typedef struct Tree {
         bool base_only;     /* an overlay of the base alone, left to carry mounts below it */
         char **extensions;  /* names, bottom to top */
         uint64_t since;     /* CLOCK_REALTIME usec of the transition that made it */
+        bool writable;      /* has an upper directory (mutable modes): sealed before it goes */
+        char *workdir;      /* its work directory below the root, removed with it; NULL: none
+                             * on disk (read-only, or a tmpfs of its own) */
 } Tree;
 
 /* Each tree is allocated on its own, so a pointer to one stays valid while others are added

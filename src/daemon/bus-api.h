@@ -25,14 +25,18 @@
 #define SYSEXTD_TRANSITION_REPLY "tba(us)"
 /* ListImages() -> a(ssssssb): name, kind, path, status, reason, verity, signed */
 #define SYSEXTD_IMAGE_STRUCT "(ssssssb)"
+/* ListImagesEx(a{sv} options: "class") -> a(ssssssbs): the same and the class */
+#define SYSEXTD_IMAGE_EX_STRUCT "(ssssssbs)"
 /* GetStatus() -> (s mode, t generation, a(sbastb) hierarchies, a(ssss) skipped, s policy,
- *                 a(sssb) images)
+ *                 a(sssb) images, a(ssb) classes)
  *   hierarchy: path, merged, extensions, since (usec, CLOCK_REALTIME), foreign mount on top
  *   skipped:   name, path, status, reason
  *   images:    name, path, verity ("none", "userspace", "dm"), signed — the merged ones */
 #define SYSEXTD_HIERARCHY_STRUCT "(sbastb)"
 #define SYSEXTD_SKIPPED_STRUCT "(ssss)"
 #define SYSEXTD_MERGED_IMAGE_STRUCT "(sssb)"
+/*   classes:   per hierarchy its path, class ("sysext", "confext"), writable (mutable modes) */
+#define SYSEXTD_CLASS_STRUCT "(ssb)"
 
 /* How long a client waits for a transition. */
 #define SYSEXTD_CALL_TIMEOUT_USEC (15ULL * 60ULL * 1000000ULL)

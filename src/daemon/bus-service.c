@@ -84,7 +84,7 @@ int bus_reply_transition(sd_bus_message *request, json_object *doc) {
         uint64_t generation = 0;
         int r;
 
-        if (doc_int(doc, "r", -1) < 0)
+        if (doc_int(doc, "r", -1) < 0 || doc_int(doc, "kind", 0) == ENGINE_ERROR_NO_IMAGES)
                 return bus_reply_failure(request, doc, "The transition failed.");
 
         (void) json_get_u64(doc, "generation", &generation);
@@ -113,9 +113,35 @@ int bus_reply_transition(sd_bus_message *request, json_object *doc) {
         return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
 }
 
+/* The classes a ListImagesEx call asks for (its options, read again from the request), every
+ * class for ListImages. */
+static unsigned list_classes(sd_bus_message *request, bool *ret_ex) {
+        unsigned classes = 0;
+        const char *key, *v;
+
+        *ret_ex = streq_ptr(sd_bus_message_get_member(request), "ListImagesEx");
+        if (!*ret_ex || sd_bus_message_rewind(request, true) < 0 || sd_bus_message_enter_container(request, 'a', "{sv}") < 0)
+                return IMAGE_CLASS_ALL;
+        while (sd_bus_message_enter_container(request, 'e', "sv") > 0) {
+                if (sd_bus_message_read(request, "s", &key) < 0)
+                        break;
+                if (streq(key, "class") && sd_bus_message_read(request, "v", "s", &v) >= 0) {
+                        int k = image_class_from_string(v);
+                        if (k >= 0)
+                                classes |= 1u << k;
+                } else if (sd_bus_message_skip(request, "v") < 0)
+                        break;
+                if (sd_bus_message_exit_container(request) < 0)
+                        break;
+        }
+        return classes ?: IMAGE_CLASS_ALL;
+}
+
 int bus_reply_list(sd_bus_message *request, json_object *doc) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         json_object *images;
+        bool ex;
+        unsigned classes = list_classes(request, &ex);
         int r;
 
         if (doc_int(doc, "r", -1) < 0)
@@ -123,12 +149,15 @@ int bus_reply_list(sd_bus_message *request, json_object *doc) {
 
         r = sd_bus_message_new_method_return(request, &reply);
         if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'a', SYSEXTD_IMAGE_STRUCT);
+                r = sd_bus_message_open_container(reply, 'a', ex ? SYSEXTD_IMAGE_EX_STRUCT : SYSEXTD_IMAGE_STRUCT);
         images = json_get_array(doc, "images");
         for (size_t i = 0; r >= 0 && images && i < json_object_array_length(images); i++) {
                 json_object *e = json_object_array_get_idx(images, i);
+                int k = image_class_from_string(doc_string(e, "class"));
 
-                r = sd_bus_message_open_container(reply, 'r', "ssssssb");
+                if (k < 0 || !(classes & (1u << k)))
+                        continue;
+                r = sd_bus_message_open_container(reply, 'r', ex ? "ssssssbs" : "ssssssb");
                 if (r >= 0)
                         r = append_string(reply, doc_string(e, "name"));
                 if (r >= 0)
@@ -143,6 +172,8 @@ int bus_reply_list(sd_bus_message *request, json_object *doc) {
                         r = append_string(reply, doc_string(e, "verity"));
                 if (r >= 0)
                         r = sd_bus_message_append(reply, "b", doc_bool(e, "signed"));
+                if (r >= 0 && ex)
+                        r = append_string(reply, image_class_to_string(k));
                 if (r >= 0)
                         r = sd_bus_message_close_container(reply);
         }
@@ -156,7 +187,7 @@ void bus_emit_tree_changed(Manager *m) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *signal = NULL;
         _cleanup_strv_free_ char **all = NULL;
 
-        if (engine_status(m->engine, &s) < 0)
+        if (engine_status(m->engine, NULL, &s) < 0)
                 return;
         m->generation = s.generation;
         for (size_t i = 0; i < s.n_hierarchies; i++)
@@ -283,52 +314,114 @@ static int authorize_and_queue(Manager *m, sd_bus_message *message, EngineVerb v
         return 0;
 }
 
-static int parse_options(sd_bus_message *message, EngineOptions *o, sd_bus_error *error) {
+#define KNOWN_OPTIONS "always-refresh, class, confext-mutable, force, image-policy, mutable, no-reload, noexec, strict, sysext-mutable"
+
+static int read_option_string(sd_bus_message *message, const char *key, const char **ret, sd_bus_error *error) {
+        _cleanup_free_ char *safe = NULL;
+        const char *contents;
         int r;
+
+        r = sd_bus_message_peek_type(message, NULL, &contents);
+        if (r < 0)
+                return r;
+        if (!streq(contents, "s"))
+                return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION, "Option '%s' takes a string (s), not '%s'.", key,
+                                         string_safe(contents, &safe));
+        return sd_bus_message_read(message, "v", "s", ret);
+}
+
+static int parse_options(sd_bus_message *message, EngineOptions *o, sd_bus_error *error) {
+        int r, any_mutable = -1;
 
         r = sd_bus_message_enter_container(message, 'a', "{sv}");
         if (r < 0)
                 return r;
         while ((r = sd_bus_message_enter_container(message, 'e', "sv")) > 0) {
-                _cleanup_free_ char *safe = NULL;
-                const char *key, *contents;
-                bool *target;
+                _cleanup_free_ char *safe = NULL, *safe_value = NULL;
+                const char *key, *contents, *v = NULL;
+                bool *target = NULL;
                 int b;
 
                 r = sd_bus_message_read(message, "s", &key);
                 if (r < 0)
                         return r;
-                if (streq(key, "force"))
-                        target = &o->force;
-                else if (streq(key, "noexec"))
-                        target = &o->noexec;
-                else if (streq(key, "strict"))
-                        target = &o->strict;
-                else
-                        return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION,
-                                                 "Unknown option '%s' (known: force, noexec, strict).", string_safe(key, &safe));
-                r = sd_bus_message_peek_type(message, NULL, &contents);
-                if (r < 0)
-                        return r;
-                if (!streq(contents, "b"))
-                        return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION, "Option '%s' takes a boolean (b), not '%s'.",
-                                                 key, string_safe(contents, &safe));
-                r = sd_bus_message_read(message, "v", "b", &b);
-                if (r < 0)
-                        return r;
-                *target = b;
+                if (streq(key, "class")) {
+                        int k;
+                        r = read_option_string(message, key, &v, error);
+                        if (r < 0)
+                                return r;
+                        k = image_class_from_string(v);
+                        if (k < 0)
+                                return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION,
+                                                         "Option 'class' is 'sysext' or 'confext', not '%s'.", string_safe(v, &safe_value));
+                        o->classes |= 1u << k;
+                } else if (STR_IN_SET(key, "mutable", "sysext-mutable", "confext-mutable")) {
+                        int m;
+                        r = read_option_string(message, key, &v, error);
+                        if (r < 0)
+                                return r;
+                        m = mutable_mode_from_string(v);
+                        if (m < 0)
+                                return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION,
+                                                         "Option '%s' is no, yes, auto, import, ephemeral or ephemeral-import, not '%s'.",
+                                                         key, string_safe(v, &safe_value));
+                        if (streq(key, "mutable"))
+                                any_mutable = m;
+                        else
+                                o->mutable[streq(key, "sysext-mutable") ? IMAGE_CLASS_SYSEXT : IMAGE_CLASS_CONFEXT] = m;
+                } else if (streq(key, "image-policy")) {
+                        int k;
+                        r = read_option_string(message, key, &v, error);
+                        if (r < 0)
+                                return r;
+                        k = image_policy_parse(v);
+                        if (k < 0)
+                                return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION,
+                                                         "Option 'image-policy' is open, verity, signed or a systemd image policy, not '%s'.",
+                                                         string_safe(v, &safe_value));
+                        o->policy = k;
+                } else {
+                        if (streq(key, "force"))
+                                target = &o->force;
+                        else if (streq(key, "no-reload"))
+                                target = &o->no_reload;
+                        else if (streq(key, "always-refresh"))
+                                target = &o->always_refresh;
+                        else if (streq(key, "strict"))
+                                target = &o->strict;
+                        else if (!streq(key, "noexec"))
+                                return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION, "Unknown option '%s' (known: %s).",
+                                                         string_safe(key, &safe), KNOWN_OPTIONS);
+                        r = sd_bus_message_peek_type(message, NULL, &contents);
+                        if (r < 0)
+                                return r;
+                        if (!streq(contents, "b"))
+                                return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION,
+                                                         "Option '%s' takes a boolean (b), not '%s'.", key, string_safe(contents, &safe));
+                        r = sd_bus_message_read(message, "v", "b", &b);
+                        if (r < 0)
+                                return r;
+                        if (target)
+                                *target = b;
+                        else
+                                o->noexec = !!b;
+                }
                 r = sd_bus_message_exit_container(message);
                 if (r < 0)
                         return r;
         }
         if (r < 0)
                 return r;
+        /* "mutable": as --mutable=, for system extensions or the classes the call names. */
+        for (int k = 0; any_mutable >= 0 && k < _IMAGE_CLASS_MAX; k++)
+                if ((o->classes ? (o->classes & (1u << k)) : k == IMAGE_CLASS_SYSEXT) && o->mutable[k] < 0)
+                        o->mutable[k] = any_mutable;
         return sd_bus_message_exit_container(message);
 }
 
 static int method_transition(sd_bus_message *message, void *userdata, sd_bus_error *error, EngineVerb verb) {
         Manager *m = userdata;
-        EngineOptions o = {};
+        EngineOptions o = ENGINE_OPTIONS_INIT;
         int r;
 
         r = parse_options(message, &o, error);
@@ -351,7 +444,17 @@ static int method_unmerge(sd_bus_message *message, void *userdata, sd_bus_error 
 }
 
 static int method_list_images(sd_bus_message *message, void *userdata, sd_bus_error *error) {
-        int r = manager_list_images(userdata, message);
+        int r;
+
+        if (streq_ptr(sd_bus_message_get_member(message), "ListImagesEx")) {
+                EngineOptions o = ENGINE_OPTIONS_INIT;
+
+                /* Only the class is meaningful for a listing; the rest is checked all the same. */
+                r = parse_options(message, &o, error);
+                if (r < 0)
+                        return r;
+        }
+        r = manager_list_images(userdata, message);
         return r < 0 ? r : 1;
 }
 
@@ -368,7 +471,7 @@ static int method_get_status(sd_bus_message *message, void *userdata, sd_bus_err
         int r;
 
         manager_update_idle(m);
-        r = engine_status(m->engine, &s);
+        r = engine_status(m->engine, NULL, &s);
         if (r < 0)
                 return status_error(m, error);
 
@@ -438,6 +541,21 @@ static int method_get_status(sd_bus_message *message, void *userdata, sd_bus_err
         }
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', SYSEXTD_CLASS_STRUCT);
+        for (size_t i = 0; r >= 0 && i < s.n_hierarchies; i++) {
+                r = sd_bus_message_open_container(reply, 'r', "ssb");
+                if (r >= 0)
+                        r = append_string(reply, s.hierarchies[i].path);
+                if (r >= 0)
+                        r = append_string(reply, image_class_to_string(s.hierarchies[i].klass));
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "b", s.hierarchies[i].writable);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);
@@ -461,7 +579,7 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return append_strv(reply, features);
         }
 
-        if (engine_status(m->engine, &s) < 0)
+        if (engine_status(m->engine, NULL, &s) < 0)
                 return status_error(m, error);
 
         if (streq(property, "Generation"))
@@ -502,7 +620,7 @@ static int property_get_stacks(sd_bus *bus, const char *path, const char *interf
         int r;
 
         manager_update_idle(m);
-        if (engine_status(m->engine, &s) < 0)
+        if (engine_status(m->engine, NULL, &s) < 0)
                 return status_error(m, error);
         r = sd_bus_message_open_container(reply, 'a', "(suu)");
         for (size_t i = 0; r >= 0 && i < s.n_hierarchies; i++) {
@@ -542,9 +660,11 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListImages", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssssssb)", images), method_list_images,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListImagesEx", SD_BUS_ARGS("a{sv}", options), SD_BUS_RESULT("a(ssssssbs)", images),
+                                method_list_images, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetStatus", SD_BUS_NO_ARGS,
                                 SD_BUS_RESULT("s", mode, "t", generation, "a(sbastb)", hierarchies, "a(ssss)", skipped,
-                                              "s", policy, "a(sssb)", images),
+                                              "s", policy, "a(sssb)", images, "a(ssb)", classes),
                                 method_get_status, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("TreeChanged", SD_BUS_ARGS("t", generation, "as", extensions), 0),
         SD_BUS_VTABLE_END,

@@ -159,7 +159,7 @@ static int run_list(void *userdata, json_object *doc, int **ret_fds, size_t *ret
         _cleanup_image_list_ ImageList l = {};
         int r;
 
-        r = engine_list(e, &l);
+        r = engine_list(e, NULL, &l);
         e->result.r = r;
         add_result(doc, &e->result);
         if (r >= 0)
@@ -178,7 +178,7 @@ static bool doc_succeeded(json_object *doc) {
 static void manager_emit_changes(Manager *m) {
         _cleanup_(engine_status_done) EngineStatus s = {};
 
-        if (engine_status(m->engine, &s) < 0 || s.generation == m->generation)
+        if (engine_status(m->engine, NULL, &s) < 0 || s.generation == m->generation)
                 return;
         m->generation = s.generation;
         bus_emit_tree_changed(m);
@@ -252,8 +252,7 @@ static void job_finish(Job *j) {
                 if (doc_succeeded(doc) && j->fingerprint != 0) {
                         uint64_t now = 0;
                         json_object_putp(&m->list_cache);
-                        if (image_discovery_fingerprint(m->engine->root_fd, m->engine->config.search_dirs,
-                                                        m->engine->config.trusted_dir, &now) >= 0 &&
+                        if (engine_discovery_fingerprint(m->engine, &now) >= 0 &&
                             now == j->fingerprint) {
                                 m->list_cache = json_object_get(doc);
                                 m->list_fingerprint = now;
@@ -357,8 +356,7 @@ int manager_list_images(Manager *m, sd_bus_message *request) {
         if (m->exiting)
                 return sd_bus_reply_method_errorf(request, SYSEXTD_ERROR_BUSY, "sysextd is shutting down.");
         manager_update_idle(m);
-        if (image_discovery_fingerprint(m->engine->root_fd, m->engine->config.search_dirs, m->engine->config.trusted_dir,
-                                        &fingerprint) < 0)
+        if (engine_discovery_fingerprint(m->engine, &fingerprint) < 0)
                 fingerprint = 0;
         if (m->list_cache && fingerprint != 0 && fingerprint == m->list_fingerprint)
                 return bus_reply_list(request, m->list_cache);
@@ -496,7 +494,7 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
         (void) engine_recover(m.engine);
         {
                 _cleanup_(engine_status_done) EngineStatus s = {};
-                if (engine_status(m.engine, &s) >= 0) {
+                if (engine_status(m.engine, NULL, &s) >= 0) {
                         m.generation = s.generation;
                         recovered_incomplete = s.incomplete;
                 }
@@ -547,7 +545,7 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
                 bus_emit_tree_changed(&m);
         if (recovered_incomplete) {
                 log_info("The interrupted transition was finished for some hierarchies only; completing it with a refresh.");
-                (void) manager_queue_transition(&m, NULL, ENGINE_REFRESH, &(EngineOptions) {});
+                (void) manager_queue_transition(&m, NULL, ENGINE_REFRESH, &(EngineOptions) ENGINE_OPTIONS_INIT);
         }
         manager_update_idle(&m);
         log_info("Serving %s for %s (generation %" PRIu64 ", %s mode).", SYSEXTD_BUS_NAME, m.engine->root, m.generation,

@@ -42,6 +42,17 @@ cli_same_error() {
 	assert_eq "$(tail -n1 <<<"$ERR")" "$2" "last line on stderr of sysextd --no-bus $1"
 }
 
+# cli_same_notice VERB MESSAGE — as cli_same_error, but exiting 0: what
+# systemd-sysext does when there is nothing to merge.
+cli_same_notice() {
+	run_cli "$1"
+	assert_rc 0 "sysextd $1 (through the daemon)"
+	assert_eq "$ERR" "$2" "stderr of sysextd $1 through the daemon"
+	run_sysextd "$1"
+	assert_rc 0 "sysextd --no-bus $1"
+	assert_eq "$(tail -n1 <<<"$ERR")" "$2" "last line on stderr of sysextd --no-bus $1"
+}
+
 # --------------------------------------------------------------- NoImages
 check "Merge with no image at all: org.sysextd1.Error.NoImages"
 expect_error org.sysextd1.Error.NoImages "" Merge '@a{sv} {}'
@@ -50,7 +61,8 @@ msg_none=$(gdbus_error_message)
 run_bctl call org.sysextd1 /org/sysextd1 org.sysextd1.Manager Merge 'a{sv}' 0
 assert_failed "busctl Merge"
 assert_eq "$ERR" "Call failed: $msg_none" "busctl's error for Merge without images"
-cli_same_error merge "$msg_none"
+cli_same_notice merge "$msg_none"
+assert_eq "$msg_none" "No extensions found." "the message for no image at all"
 ! is_overlay "$R/usr" || fail "$R/usr became an overlay"
 
 check "Merge with only an incompatible image: org.sysextd1.Error.NoImages"
@@ -58,8 +70,8 @@ t=$(EXT_RELEASE='ID=otheros
 VERSION_ID=7' ext_tree alien)
 ext_file "$t" usr/share/alien/file alien
 mk_erofs "$t" "$R/var/lib/extensions/alien.raw"
-expect_error org.sysextd1.Error.NoImages "" Merge '@a{sv} {}'
-cli_same_error merge "$(gdbus_error_message)"
+expect_error org.sysextd1.Error.NoImages "1 ignored due to incompatible image" Merge '@a{sv} {}'
+cli_same_notice merge "$(gdbus_error_message)"
 assert_missing "$R/usr/share/alien/file"
 ! is_overlay "$R/usr" || fail "$R/usr became an overlay"
 

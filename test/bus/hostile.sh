@@ -104,8 +104,8 @@ check "(c) 302 images through the daemon"
 run_cli merge
 assert_ok "merge of 302 images through the daemon"
 assert_file_content "$R/usr/share/many/m300" m300
-run_cli --force refresh
-assert_ok "refresh --force of 302 images (the cache of the first one handed over)"
+run_cli --always-refresh=yes refresh
+assert_ok "refresh --always-refresh=yes of 302 images (the cache of the first one handed over)"
 assert_file_content "$R/usr/share/many/m001" m001
 run_cli unmerge
 assert_ok unmerge
@@ -121,7 +121,7 @@ run_cli merge >/dev/null 2>&1 &
 merge_pid=$!
 for _ in $(seq 100); do [[ -e "$WORK/at-hook" ]] && break; sleep 0.1; done
 [[ -e "$WORK/at-hook" ]] || fail "the merge did not reach the hook"
-( run_cli --force refresh; echo "$RC|$ERR" >"$WORK/queued" ) &
+( run_cli --always-refresh=yes refresh; echo "$RC|$ERR" >"$WORK/queued" ) &
 queued_pid=$!
 sleep 0.5
 dpid=$(daemon_pid)

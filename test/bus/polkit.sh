@@ -88,8 +88,8 @@ check "(a) nobody is allowed by the rule: merge, refresh, unmerge"
 call_as nobody Merge
 assert_ok "Merge as nobody"
 assert_file_content "$R/usr/share/ext1/hello" "hello from ext1"
-run_cli --unpriv refresh --force
-assert_ok "sysextd refresh --force as nobody"
+run_cli --unpriv refresh --always-refresh=yes
+assert_ok "sysextd refresh --always-refresh=yes as nobody"
 call_as nobody Unmerge
 assert_ok "Unmerge as nobody"
 assert_missing "$R/usr/share/ext1/hello"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Mutating calls are queued and run one at a time in arrival order
-# (org.sysextd1(5)): three `sysextd refresh --force` started 50 ms apart while
+# (org.sysextd1(5)): three `sysextd refresh --always-refresh=yes` started 50 ms apart while
 # the first is held before its swap (test hook before-swap, `sleep 3`) all
 # succeed; their transitions never overlap; they get generations G+1, G+2,
 # G+3 in the order they were started; Generation rises by exactly 3, and one
@@ -29,11 +29,11 @@ assert_ok merge
 g=$(generation)
 start_monitor
 
-check "three refresh --force calls, started 50 ms apart, the first one held"
+check "three refresh --always-refresh=yes calls, started 50 ms apart, the first one held"
 touch "$WORK/slow" "$WORK/first"
 pids=()
 for i in 1 2 3; do
-	env DBUS_SYSTEM_BUS_ADDRESS="$BUS_ADDR" "$SYSEXTD" --root="$R" --json refresh --force \
+	env DBUS_SYSTEM_BUS_ADDRESS="$BUS_ADDR" "$SYSEXTD" --root="$R" --json refresh --always-refresh=yes \
 		>"$WORK/r$i.out" 2>"$WORK/r$i.err" &
 	pids+=($!)
 	on_exit "kill ${pids[-1]} 2>/dev/null; wait ${pids[-1]} 2>/dev/null"

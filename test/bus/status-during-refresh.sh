@@ -89,9 +89,9 @@ burst "$WORK/idle"
 read -r idle_med idle_p99 idle_max <<<"$(stats "$WORK/idle")"
 inproc_idle=$(python3 "$BUS_SRCDIR/test/bus/getstatus-burst.py" "$N") || fail "getstatus-burst.py failed"
 
-check "a slow refresh --force through the CLI, held before the swap"
+check "a slow refresh --always-refresh=yes through the CLI, held before the swap"
 touch "$WORK/slow"
-env DBUS_SYSTEM_BUS_ADDRESS="$BUS_ADDR" "$SYSEXTD" --root="$R" --json refresh --force \
+env DBUS_SYSTEM_BUS_ADDRESS="$BUS_ADDR" "$SYSEXTD" --root="$R" --json refresh --always-refresh=yes \
 	>"$WORK/refresh.out" 2>"$WORK/refresh.err" &
 refresh_pid=$!
 on_exit 'kill "$refresh_pid" 2>/dev/null; wait "$refresh_pid" 2>/dev/null'
@@ -140,14 +140,14 @@ check "the answers describe the live tree: the old generation, /usr and /opt mer
 # duration of every swap).
 for ((i = 1; i <= N; i++)); do
 	out=$(cat "$WORK/busy/$i.out")
-	assert_eq "$(json_q "$out" 'd["type"]')" "sta(sbastb)a(ssss)sa(sssb)" "GetStatus $i reply type"
+	assert_eq "$(json_q "$out" 'd["type"]')" "sta(sbastb)a(ssss)sa(sssb)a(ssb)" "GetStatus $i reply type"
 	assert_eq "$(json_q "$out" 'd["data"][1]')" "$gen0" "GetStatus $i generation during the refresh"
 	assert_eq "$(json_q "$out" '[[h[0], h[1], h[2]] for h in d["data"][2]]')" \
-		'[["/usr", true, ["ext1", "ext2"]], ["/opt", true, ["ext2"]]]' \
+		'[["/usr", true, ["ext1", "ext2"]], ["/opt", true, ["ext2"]], ["/etc", false, []]]' \
 		"GetStatus $i hierarchies during the refresh (the old tree is still live)"
 done
 assert_eq "$(json_q "$inproc_busy" 'sorted(set(d["generations"]))')" "[$gen0]" "in-process GetStatus generations during the refresh"
-assert_eq "$(json_q "$inproc_busy" 'all(m == [["/usr", True], ["/opt", True]] for m in d["merged"])')" true \
+assert_eq "$(json_q "$inproc_busy" 'all(m == [["/usr", True], ["/opt", True], ["/etc", False]] for m in d["merged"])')" true \
 	"in-process GetStatus: /usr and /opt merged during the refresh ($(json_q "$inproc_busy" 'd["merged"][0]'))"
 assert_eq "$merged_during" "b true" "Merged property during the refresh"
 assert_eq "$extensions_during" 'as 2 "ext1" "ext2"' "Extensions property during the refresh"

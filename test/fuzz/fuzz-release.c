@@ -19,6 +19,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         if (release_parse("ID=debian\nVERSION_ID=12\nID_LIKE=\"ubuntu fedora\"\nSYSEXT_LEVEL=1.0\n", &host) < 0)
                 abort();
-        (void) release_match(&host, &rel, &reason);
+        (void) release_match(&host, &rel, IMAGE_CLASS_SYSEXT, &reason);
+        free(reason);
+        reason = NULL;
+        (void) release_match(&host, &rel, IMAGE_CLASS_CONFEXT, &reason);
         return 0;
 }

@@ -84,7 +84,7 @@ refused_on_opt() {
 	assert_eq "$READER_SAW" "$want_saw" "what the service namespace saw during the refresh"
 	! journal_has_pending || fail "a pending record is left after the failed refresh"
 	run_sysextd status --json
-	assert_eq "$(json_q "$OUT" '[h["trees"] for h in d["hierarchies"]]')" "[1, 1]" "trees per hierarchy in status"
+	assert_eq "$(json_q "$OUT" '[h["trees"] for h in d["hierarchies"] if h["class"] == "sysext"]')" "[1, 1]" "trees per hierarchy in status"
 }
 
 # ---------------------------------------------------------------- (a)
@@ -109,7 +109,7 @@ check "(b) with a mount below usr"
 mount -t tmpfs local "$R/usr/local"
 echo local >"$R/usr/local/file"
 local_id=$(findmnt -n -o ID --mountpoint "$R/usr/local" | tail -n1)
-run_sysextd --force refresh
+run_sysextd --always-refresh=yes refresh
 assert_ok "refresh carrying usr/local"
 before_local=$(mountinfo_under "$R/usr/local")
 refused_on_opt b "$(enospc_hook)"

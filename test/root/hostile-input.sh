@@ -318,7 +318,7 @@ run_sysextd --config="$WORK/multi.conf" merge
 assert_ok "merge into /srv/app"
 assert_file_content "$R/srv/app/file" multi
 assert_file_content "$R/srv/app/base-file" base
-run_sysextd --config="$WORK/multi.conf" --force refresh
+run_sysextd --config="$WORK/multi.conf" --always-refresh=yes refresh
 assert_ok "refresh of /srv/app"
 assert_eq "$(ours_at "$R/srv/app")" 1 "our overlays at /srv/app"
 run_sysextd --config="$WORK/multi.conf" unmerge

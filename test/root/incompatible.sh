@@ -49,7 +49,7 @@ check "list (text): header, and the reasons"
 run_sysextd list
 assert_ok list
 header=$(head -n1 <<<"$OUT")
-assert_eq "$(tr -s ' \t' ' ' <<<"$header")" "NAME KIND PATH STATUS" "list header"
+assert_eq "$(tr -s ' \t' ' ' <<<"$header")" "NAME CLASS KIND PATH STATUS" "list header"
 row=$(grep -E '^other[[:space:]]' <<<"$OUT" || true)
 assert_contains "$row" "incompatible:" "list row for other"
 assert_contains "$row" "otheros" "list row for other"

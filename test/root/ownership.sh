@@ -51,8 +51,8 @@ hardening_case() {
 	assert_eq "$(mountinfo_under "$R")" "$snapshot" "mounts after the refused unmerge"
 	assert_file_content "$R/usr/share/app/version" v1
 
-	check "($what) refresh --force refuses too"
-	run_sysextd --force refresh
+	check "($what) refresh --always-refresh=yes refuses too"
+	run_sysextd --always-refresh=yes refresh
 	assert_failed "refresh under a bind of our overlay"
 	assert_eq "$(mountinfo_under "$R")" "$snapshot" "mounts after the refused refresh"
 
@@ -83,7 +83,7 @@ run_sysextd merge
 assert_ok merge
 mkdir -p "$R/srv/usr-copy"
 mount --bind "$R/usr" "$R/srv/usr-copy"
-run_sysextd --force refresh
+run_sysextd --always-refresh=yes refresh
 assert_ok "refresh with a bind of our overlay elsewhere"
 assert_eq "$(ours_at "$R/usr")" 1 "our overlays at usr"
 run_sysextd unmerge
@@ -159,7 +159,7 @@ for kind in file fifo symlink dir; do
 	assert_missing "$R/usr/share/marker/file"
 	status_json; st=$ST
 	assert_eq "$(json_q "$st" '[h["merged"] for h in d["hierarchies"] if h["hierarchy"] == "/usr"][0]')" true "usr merged"
-	run_sysextd --force refresh
+	run_sysextd --always-refresh=yes refresh
 	assert_ok "refresh next to it"
 	run_sysextd unmerge
 	assert_ok "unmerge next to it"
@@ -176,7 +176,7 @@ if "$SYSEXTD" --version | grep -q '+test-hooks'; then
 	assert_eq "$(json_q "$st" 'd["ownership_proof"]')" "mount id, device and source" "proof without unique ids"
 	run_sysextd merge
 	assert_ok "merge with the fallback proof"
-	run_sysextd --force refresh
+	run_sysextd --always-refresh=yes refresh
 	assert_ok "refresh with the fallback proof"
 	assert_eq "$(ours_at "$R/usr")" 1 "our overlays at usr"
 	run_sysextd unmerge

@@ -193,7 +193,7 @@ assert_eq "$(shows)" "v2 v2" "versions: the newer tree, which was beneath"
 run_sysextd refresh
 assert_ok "refresh"
 assert_eq "$(ours_at "$R/usr") $(ours_at "$R/opt")" "1 1" "one overlay each after the refresh"
-SYSEXTD_TEST_HOOK=swap-after-beneath run_sysextd --force refresh
+SYSEXTD_TEST_HOOK=swap-after-beneath run_sysextd --always-refresh=yes refresh
 rm "$R/run/sysextd/state.json"
 assert_eq "$(ours_at "$R/usr")" 2 "our overlays at usr after the second kill"
 run_sysextd refresh

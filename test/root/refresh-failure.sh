@@ -73,11 +73,11 @@ assert_eq "$(mountinfo_under "$R")" "$mounts" "mountinfo under the root after th
 assert_loop_ids_as_before "$loops"
 ! journal_has_pending || fail "the journal has a pending record after the failed refresh"
 
-check "(a) ... also with --force"
-run_sysextd --force refresh
-assert_failed "refresh --force to a truncated image"
-assert_eq "$(shows)" "v1 v1" "versions after the failed refresh --force"
-assert_eq "$(mountinfo_under "$R")" "$mounts" "mountinfo under the root after the failed refresh --force"
+check "(a) ... also with --always-refresh=yes"
+run_sysextd --always-refresh=yes refresh
+assert_failed "refresh --always-refresh=yes to a truncated image"
+assert_eq "$(shows)" "v1 v1" "versions after the failed refresh --always-refresh=yes"
+assert_eq "$(mountinfo_under "$R")" "$mounts" "mountinfo under the root after the failed refresh --always-refresh=yes"
 assert_loop_ids_as_before "$loops"
 
 # ---------------------------------------------------------------- (b)
@@ -180,9 +180,9 @@ for h in "${hooks[@]}"; do
 		# Keep going: the other hook points are worth knowing about too.
 		problems+=("after a SIGKILL at $point, status and refresh (rc $RC: ${ERR//$'\n'/ / }) leave usr/opt showing '$now', but the image on disk is v2")
 		log "PROBLEM: ${problems[-1]}"
-		run_sysextd --force refresh
-		assert_ok "refresh --force after the kill at $point"
-		assert_eq "$(shows)" "v2 v2" "versions after refresh --force"
+		run_sysextd --always-refresh=yes refresh
+		assert_ok "refresh --always-refresh=yes after the kill at $point"
+		assert_eq "$(shows)" "v2 v2" "versions after refresh --always-refresh=yes"
 	fi
 	assert_eq "$(ours_at "$R/usr") $(ours_at "$R/opt")" "1 1" "sysextd overlays at usr and opt after the refresh"
 	! journal_has_pending || fail "the journal has a pending record after the refresh"

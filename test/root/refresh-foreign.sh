@@ -81,11 +81,11 @@ assert_eq "$(stack_at "$R/usr")" $'overlay sysextd\ntmpfs foreign' "mount stack 
 assert_file_content "$R/usr/foreign-file" "foreign content"
 assert_eq "$(mountinfo_under "$R")" "$snapshot" "mountinfo under the root after the refused refresh"
 
-check "(a) refresh --force refuses too"
-run_sysextd --force refresh
-assert_failed "refresh --force under a foreign mount"
-assert_contains "${ERR,,}" "foreign" "stderr of refresh --force"
-assert_eq "$(mountinfo_under "$R")" "$snapshot" "mountinfo under the root after the refused refresh --force"
+check "(a) refresh --always-refresh=yes refuses too"
+run_sysextd --always-refresh=yes refresh
+assert_failed "refresh --always-refresh=yes under a foreign mount"
+assert_contains "${ERR,,}" "foreign" "stderr of refresh --always-refresh=yes"
+assert_eq "$(mountinfo_under "$R")" "$snapshot" "mountinfo under the root after the refused refresh --always-refresh=yes"
 
 check "(a) unmerge refuses, and leaves the foreign mount on top"
 run_sysextd unmerge

@@ -3,7 +3,7 @@
 #  - A file opened from the old tree stays readable, with the old content,
 #    after a refresh swaps in a new version, and after unmerge.
 #  - refresh with nothing changed says it did nothing and leaves mountinfo
-#    exactly as it was; refresh --force rebuilds (new overlay mount at usr).
+#    exactly as it was; refresh --always-refresh=yes rebuilds (new overlay mount at usr).
 set -euo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -55,22 +55,22 @@ assert_eq "$(cat /proc/self/mountinfo)" "$mounts" "mountinfo after a refresh wit
 assert_eq "$(cat "$R/run/sysextd/state.json")" "$journal" "journal after a refresh with nothing changed"
 assert_eq "$(loop_ids)" "$loops" "loop devices after a refresh with nothing changed"
 
-# ---------------------------------------------------------------- --force
-check "refresh --force rebuilds: a new overlay at usr and opt, same content, flat mount table"
+# ---------------------------------------------------------------- --always-refresh=yes
+check "refresh --always-refresh=yes rebuilds: a new overlay at usr and opt, same content, flat mount table"
 usr_id=$(top_mount_id "$R/usr")
 opt_id=$(top_mount_id "$R/opt")
 marker=$(cat "$R/usr/.sysextd/id" 2>/dev/null || true)
 lines=$(wc -l </proc/self/mountinfo)
-run_sysextd --force refresh
-assert_ok "refresh --force"
-assert_ne "$(top_mount_id "$R/usr")" "$usr_id" "mount id of the overlay at usr after refresh --force"
-assert_ne "$(top_mount_id "$R/opt")" "$opt_id" "mount id of the overlay at opt after refresh --force"
+run_sysextd --always-refresh=yes refresh
+assert_ok "refresh --always-refresh=yes"
+assert_ne "$(top_mount_id "$R/usr")" "$usr_id" "mount id of the overlay at usr after refresh --always-refresh=yes"
+assert_ne "$(top_mount_id "$R/opt")" "$opt_id" "mount id of the overlay at opt after refresh --always-refresh=yes"
 if [[ -n "$marker" ]]; then
-	assert_ne "$(cat "$R/usr/.sysextd/id")" "$marker" "marker id of the overlay at usr after refresh --force"
+	assert_ne "$(cat "$R/usr/.sysextd/id")" "$marker" "marker id of the overlay at usr after refresh --always-refresh=yes"
 fi
 assert_file_content "$R/$file" v1
 assert_file_content "$R/opt/version" v1
-assert_eq "$(wc -l </proc/self/mountinfo)" "$lines" "mountinfo lines after refresh --force"
+assert_eq "$(wc -l </proc/self/mountinfo)" "$lines" "mountinfo lines after refresh --always-refresh=yes"
 assert_eq "$(ours_at "$R/usr") $(ours_at "$R/opt")" "1 1" "sysextd overlays at usr and opt"
 
 # ---------------------------------------------------------------- open files

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "missing.h"
 #include "overlay.h"
 #include "tests.h"
 #include "util.h"
@@ -17,6 +18,10 @@ static size_t count(const OverlayPlan *p, const char *key) {
         return n;
 }
 
+static int build(char **layers, bool plus, OverlayPlan *p) {
+        return overlay_plan_build(&(OverlaySpec) { .layers = layers, .attrs = MOUNT_ATTR_NODEV }, plus, p);
+}
+
 int main(void) {
         _cleanup_strv_free_ char **many = NULL, **layers = NULL, **odd = NULL, **one = NULL;
         OverlayPlan p = {};
@@ -26,7 +31,7 @@ int main(void) {
                 return 1;
 
         /* lowerdir+: one parameter per layer, top first, untrusted-layer options, ro. */
-        CHECK(overlay_plan_build(layers, true, &p) == 0);
+        CHECK(build(layers, true, &p) == 0);
         CHECK(count(&p, "lowerdir+") == 4);
         CHECK_STREQ(param(&p, "lowerdir+", 0), "i2/usr");
         CHECK_STREQ(param(&p, "lowerdir+", 3), "m-usr");
@@ -38,32 +43,70 @@ int main(void) {
         overlay_plan_done(&p);
 
         /* Legacy: one string, top first, ':' and '\' escaped. */
-        CHECK(overlay_plan_build(layers, false, &p) == 0);
+        CHECK(build(layers, false, &p) == 0);
         CHECK(count(&p, "lowerdir+") == 0);
         CHECK_STREQ(param(&p, "lowerdir", 0), "i2/usr:i1/usr:b-usr:m-usr");
         overlay_plan_done(&p);
-        CHECK(overlay_plan_build(odd, false, &p) == 0);
+        CHECK(build(odd, false, &p) == 0);
         CHECK_STREQ(param(&p, "lowerdir", 0), "dir\\:with\\:colons:back\\\\slash");
         overlay_plan_done(&p);
         /* With lowerdir+ no escaping is needed. */
-        CHECK(overlay_plan_build(odd, true, &p) == 0);
+        CHECK(build(odd, true, &p) == 0);
         CHECK_STREQ(param(&p, "lowerdir+", 0), "dir:with:colons");
         overlay_plan_done(&p);
 
         /* Limits: at least two layers, at most 500; the legacy string fits 256 bytes. */
-        CHECK(overlay_plan_build(one, true, &p) == -EINVAL);
+        CHECK(build(one, true, &p) == -EINVAL);
         for (int i = 0; i < 501; i++) {
                 char *s;
                 if (asprintf(&s, "i%d/usr", i) < 0 || strv_push(&many, s) < 0)
                         return 1;
         }
-        CHECK(overlay_plan_build(many, true, &p) == -EINVAL);
+        CHECK(build(many, true, &p) == -EINVAL);
         free(many[500]);
         many[500] = NULL;
-        CHECK(overlay_plan_build(many, true, &p) == 0);
+        CHECK(build(many, true, &p) == 0);
         CHECK(count(&p, "lowerdir+") == 500);
         overlay_plan_done(&p);
-        CHECK(overlay_plan_build(many, false, &p) == -E2BIG);
+        CHECK(build(many, false, &p) == -E2BIG);
+
+        /* Writable: upper and work directory, systemd-sysext's options, no ro; index=off
+         * even when the options replace the defaults. */
+        CHECK(overlay_plan_build(&(OverlaySpec) { .layers = one, .upper = "up", .work = "wk" }, true, &p) == 0);
+        CHECK_STREQ(param(&p, "upperdir", 0), "up");
+        CHECK_STREQ(param(&p, "workdir", 0), "wk");
+        CHECK_STREQ(param(&p, "redirect_dir", 0), "on");
+        CHECK_STREQ(param(&p, "index", 0), "off");
+        CHECK_STREQ(param(&p, "metacopy", 0), "off");
+        CHECK(param(&p, "ro", 0) == NULL);
+        CHECK(param(&p, "noatime", 0) == NULL);
+        CHECK((p.attrs & MOUNT_ATTR__ATIME) == MOUNT_ATTR_NOATIME);
+        CHECK(!(p.attrs & MOUNT_ATTR_RDONLY));
+        overlay_plan_done(&p);
+        CHECK(overlay_plan_build(&(OverlaySpec) { .layers = one, .upper = "up", .work = "wk", .options = "relatime,metacopy=on" },
+                                 true, &p) == 0);
+        CHECK_STREQ(param(&p, "metacopy", 0), "on");
+        CHECK_STREQ(param(&p, "index", 0), "off");
+        CHECK(param(&p, "redirect_dir", 0) == NULL);
+        CHECK((p.attrs & MOUNT_ATTR__ATIME) == MOUNT_ATTR_RELATIME);
+        overlay_plan_done(&p);
+        CHECK(overlay_plan_build(&(OverlaySpec) { .layers = one, .upper = "up", .work = "wk", .options = "index=on" }, true, &p) == 0);
+        CHECK_STREQ(param(&p, "index", 0), "on");
+        CHECK(count(&p, "index") == 1);
+        overlay_plan_done(&p);
+        /* Read-only: extra options appended, per-mount flags turned into attributes. */
+        CHECK(overlay_plan_build(&(OverlaySpec) { .layers = layers, .options = "noexec,xino=off" }, true, &p) == 0);
+        CHECK_STREQ(param(&p, "redirect_dir", 0), "nofollow");
+        CHECK_STREQ(param(&p, "xino", 0), "off");
+        CHECK(param(&p, "noexec", 0) == NULL);
+        CHECK(p.attrs & MOUNT_ATTR_NOEXEC);
+        CHECK(p.attrs & MOUNT_ATTR_RDONLY);
+        overlay_plan_done(&p);
+        /* Options cannot name layers; upper without work is refused. */
+        CHECK(overlay_plan_build(&(OverlaySpec) { .layers = layers, .options = "upperdir=/x" }, true, &p) == -EINVAL);
+        CHECK(overlay_plan_build(&(OverlaySpec) { .layers = layers, .options = "lowerdir=/x" }, true, &p) == -EINVAL);
+        CHECK(overlay_plan_build(&(OverlaySpec) { .layers = layers, .upper = "up" }, true, &p) == -EINVAL);
+        CHECK(overlay_plan_build(&(OverlaySpec) { .layers = NULL, .upper = "up", .work = "wk" }, true, &p) == -EINVAL);
 
         return tap_finish();
 }

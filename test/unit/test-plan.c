@@ -168,7 +168,7 @@ static void test_plan(void) {
         {
                 Image bad[] = { image("x", IMAGE_INCOMPATIBLE, 0), image("y", IMAGE_REFUSED, 0) };
                 c = run_plan(ENGINE_MERGE, "", NULL, bad, 2, 0, true, false, false, false);
-                CHECK(c.plan.error == ENGINE_ERROR_NO_IMAGES && strstr(c.plan.message, "1 incompatible, 1 refused"));
+                CHECK(c.plan.error == ENGINE_ERROR_IMAGE_REFUSED && strstr(c.plan.message, "1 refused, 1 incompatible"));
                 plan_done(&c.plan);
                 c = run_plan(ENGINE_MERGE, "", NULL, bad, 2, 0, true, false, true, false);
                 CHECK(c.plan.error == ENGINE_ERROR_IMAGE_REFUSED && strstr(c.plan.message, "strict"));
@@ -253,11 +253,12 @@ static void test_plan(void) {
                 ImageList l = { .images = one, .n = 1 };
                 Plan p = {};
 
+                /* A hierarchy that does not exist: created for an image with content for it. */
                 f.h.exists = false;
                 CHECK(plan_transition(&(PlanInput) { .verb = ENGINE_MERGE, .mount_beneath = true, .hierarchies = &h,
                                                      .n_hierarchies = 1, .images = &l },
                                       &p) == 0);
-                CHECK(p.error == ENGINE_OK && p.hierarchies[0].action == ACTION_KEEP && !p.any_work);
+                CHECK(p.error == ENGINE_OK && p.hierarchies[0].action == ACTION_BUILD && p.hierarchies[0].create && p.any_work);
                 plan_done(&p);
         }
         /* Too many layers for overlayfs. */
@@ -331,17 +332,17 @@ static void test_unchanged(void) {
         Image a = image("a", IMAGE_COMPATIBLE, 1), b = image("b", IMAGE_COMPATIBLE, 1), a2 = a;
         ImageList now = { .images = (Image[]) { a, b }, .n = 2 }, rec = { .images = (Image[]) { b, a }, .n = 2 };
 
-        CHECK(plan_images_unchanged(&now, &rec));
+        CHECK(plan_images_unchanged(&now, &rec, IMAGE_CLASS_ALL));
         a2.st.st_ino = 99;
         rec.images[1] = a2;
-        CHECK(!plan_images_unchanged(&now, &rec));
+        CHECK(!plan_images_unchanged(&now, &rec, IMAGE_CLASS_ALL));
         rec.images[1] = a;
         rec.images[1].stamp = 7; /* a directory image edited inside */
-        CHECK(!plan_images_unchanged(&now, &rec));
+        CHECK(!plan_images_unchanged(&now, &rec, IMAGE_CLASS_ALL));
         rec.n = 1;
-        CHECK(!plan_images_unchanged(&now, &rec));
+        CHECK(!plan_images_unchanged(&now, &rec, IMAGE_CLASS_ALL));
         now.n = 0, rec.n = 0;
-        CHECK(plan_images_unchanged(&now, &rec));
+        CHECK(plan_images_unchanged(&now, &rec, IMAGE_CLASS_ALL));
 }
 
 int main(void) {

@@ -23,17 +23,17 @@ int main(void) {
         DaemonConfig d = {};
 
         CHECK(parse("", &c, &d, &msg) == 0);
-        CHECK(strv_length(c.hierarchies) == 2 && streq(c.hierarchies[0], "usr") && streq(c.hierarchies[1], "opt"));
+        CHECK(strv_length(c.classes[IMAGE_CLASS_SYSEXT].hierarchies) == 2 && streq(c.classes[IMAGE_CLASS_SYSEXT].hierarchies[0], "usr") && streq(c.classes[IMAGE_CLASS_SYSEXT].hierarchies[1], "opt"));
         CHECK(d.idle_timeout_usec == CONFIG_DEFAULT_IDLE_TIMEOUT_USEC);
 
         CHECK(parse("# comment\n; also\n\n[Extensions]\nHierarchies = /usr  /srv/app/ \nStrict=yes\n[Daemon]\nIdleTimeoutSec=infinity\n",
                     &c, &d, &msg) == 0);
-        CHECK(strv_length(c.hierarchies) == 2 && streq(c.hierarchies[1], "srv/app"));
+        CHECK(strv_length(c.classes[IMAGE_CLASS_SYSEXT].hierarchies) == 2 && streq(c.classes[IMAGE_CLASS_SYSEXT].hierarchies[1], "srv/app"));
         CHECK(c.strict && d.idle_timeout_usec == 0);
 
         /* Continuation lines, and an empty value resets to the default. */
         CHECK(parse("[Extensions]\nSearchPaths=/a \\\n  /b\nStrict=yes\nStrict=\n", &c, &d, &msg) == 0);
-        CHECK(strv_length(c.search_dirs) == 2 && streq(c.search_dirs[1], "b") && !c.strict);
+        CHECK(strv_length(c.classes[IMAGE_CLASS_SYSEXT].search_dirs) == 2 && streq(c.classes[IMAGE_CLASS_SYSEXT].search_dirs[1], "b") && !c.strict);
 
         /* A line of any length: 280 bytes and 100000 bytes. */
         long_line = malloc(100100);
@@ -41,10 +41,10 @@ int main(void) {
         for (int i = 0; i < 12; i++)
                 strcat(long_line, "/var/lib/extensions-long ");
         CHECK(strlen(long_line) > 280);
-        CHECK(parse(long_line, &c, &d, &msg) == 0 && strv_length(c.search_dirs) == 12);
+        CHECK(parse(long_line, &c, &d, &msg) == 0 && strv_length(c.classes[IMAGE_CLASS_SYSEXT].search_dirs) == 12);
         for (int i = 0; i < 4000; i++)
                 strcat(long_line, "/x/y ");
-        CHECK(parse(long_line, &c, &d, &msg) == 0 && strv_length(c.search_dirs) == 4012);
+        CHECK(parse(long_line, &c, &d, &msg) == 0 && strv_length(c.classes[IMAGE_CLASS_SYSEXT].search_dirs) == 4012);
 
         /* Errors name the line. */
         CHECK(parse("[Extensions]\nStrict=maybe\n", &c, &d, &msg) == -EINVAL);
@@ -58,7 +58,7 @@ int main(void) {
         CHECK(parse("[Extensions]\nSearchPaths=/a \\\n/b\nStrict=x\n", &c, &d, &msg) == -EINVAL && strstr(msg, ":4:"));
         CHECK(parse("[Extensions]\nSearchPaths=relative\n", &c, &d, &msg) == -EINVAL);
         CHECK(parse("[Extensions]\nSearchPaths=/a/../b\n", &c, &d, &msg) == -EINVAL);
-        CHECK(parse("[Extensions]\nImagePolicy=closed\n", &c, &d, &msg) == -EINVAL && strstr(msg, "'open', 'verity' or 'signed'"));
+        CHECK(parse("[Extensions]\nImagePolicy=closed\n", &c, &d, &msg) == -EINVAL && strstr(msg, "'open', 'verity', 'signed' or a systemd image policy"));
         CHECK(parse("[Daemon]\nIdleTimeoutSec=-5\n", &c, &d, &msg) == -EINVAL);
         CHECK(parse("[Extensions]\nStrict=\xff\n", &c, &d, &msg) == -EINVAL && strstr(msg, "UTF-8"));
 

@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Mutable modes: the decision (pure, mutable_decide(), the table in mutable.h) and the I/O
+ * around it: the facts it needs, the mutable directory that yes creates, and the work
+ * directories.  Everything is resolved from the root's fd inside the root, so a symlink in
+ * var/lib/extensions.mutable leads somewhere in the root and never out of it.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "fileio.h"
+#include "mounts.h"
+#include "mutable.h"
+#include "util.h"
+
+static const char *const mode_names[_MUTABLE_MAX] = {
+        [MUTABLE_NO] = "no",
+        [MUTABLE_YES] = "yes",
+        [MUTABLE_AUTO] = "auto",
+        [MUTABLE_IMPORT] = "import",
+        [MUTABLE_EPHEMERAL] = "ephemeral",
+        [MUTABLE_EPHEMERAL_IMPORT] = "ephemeral-import",
+};
+
+const char *mutable_mode_to_string(MutableMode m) {
+        return m >= 0 && m < _MUTABLE_MAX ? mode_names[m] : NULL;
+}
+
+int mutable_mode_from_string(const char *s) {
+        if (!s)
+                return -EINVAL;
+        for (int i = 0; i < _MUTABLE_MAX; i++)
+                if (streq(s, mode_names[i]))
+                        return i;
+        if (STR_IN_SET(s, "1", "y", "true", "t", "on"))
+                return MUTABLE_YES;
+        if (STR_IN_SET(s, "0", "n", "false", "f", "off"))
+                return MUTABLE_NO;
+        return -EINVAL;
+}
+
+int mutable_decide(MutableMode mode, const MutableFacts *f, const char *hierarchy, const char *dir,
+                   MutableDecision *ret, char **ret_message) {
+        MutableDecision d = { .base_layer = f->hierarchy_exists, .always = mode != MUTABLE_NO };
+
+        switch (mode) {
+        case MUTABLE_NO:
+                break;
+        case MUTABLE_YES:
+        case MUTABLE_AUTO:
+                if (!f->dir_exists) {
+                        if (mode == MUTABLE_YES)
+                                d.create_dir = true, d.upper = MUTABLE_UPPER_DIR;
+                        break;
+                }
+                if (f->dir_is_hierarchy) {
+                        d.upper = MUTABLE_UPPER_HIERARCHY;
+                        d.base_layer = false;
+                        break;
+                }
+                if (f->dir_mode != f->hierarchy_mode)
+                        return set_message(ret_message, EINVAL, "Mutable directory '%s' has mode %04o, ought to have mode %04o (that of %s).",
+                                           dir, (unsigned) f->dir_mode, (unsigned) f->hierarchy_mode, hierarchy);
+                if (f->dir_read_only)
+                        return set_message(ret_message, EROFS, "Can't use '%s' as an upperdir as it is read-only.", dir);
+                if (!f->dir_parent_same_mount)
+                        return set_message(ret_message, EXDEV,
+                                           "Unable to find a suitable workdir location for upperdir '%s' for host hierarchy '%s' - parent directory of the upperdir is in a different filesystem.",
+                                           dir, hierarchy);
+                d.upper = MUTABLE_UPPER_DIR;
+                break;
+        case MUTABLE_IMPORT:
+        case MUTABLE_EPHEMERAL_IMPORT:
+                if (f->dir_exists) {
+                        if (f->dir_is_hierarchy)
+                                return set_message(ret_message, ELOOP,
+                                                   "Not importing mutable directory for hierarchy %s as a lower dir, because it points to the hierarchy itself.",
+                                                   hierarchy);
+                        d.import_dir = true;
+                }
+                if (mode == MUTABLE_EPHEMERAL_IMPORT)
+                        d.upper = MUTABLE_UPPER_TMPFS;
+                break;
+        case MUTABLE_EPHEMERAL:
+                d.upper = MUTABLE_UPPER_TMPFS;
+                break;
+        default:
+                return -EINVAL;
+        }
+        *ret = d;
+        return 0;
+}
+
+void mutable_setup_done(MutableSetup *s) {
+        free(s->component);
+        free(s->dir_path);
+        free(s->parent_rel);
+        safe_close(s->dir_fd);
+        safe_close(s->parent_fd);
+        *s = (MutableSetup) { .dir_fd = -EBADF, .parent_fd = -EBADF };
+}
+
+/* "usr" -> "usr", "foo/bar" -> "foo.bar". */
+static char *component_of(const char *name) {
+        char *c = strdup(name);
+
+        for (char *p = c; p && *p; p++)
+                if (*p == '/')
+                        *p = '.';
+        return c;
+}
+
+/* The path of an fd below the root, "" for the root itself; NULL when it is not below it. */
+static char *rel_of_fd(const char *root, int fd) {
+        char target[PATH_MAX];
+        ssize_t n = readlink(FORMAT_PROC_FD_PATH(fd), target, sizeof(target) - 1);
+        const char *rest;
+
+        if (n < 0 || n >= (ssize_t) sizeof(target) - 1)
+                return NULL;
+        target[n] = 0;
+        if (streq(root, "/"))
+                return strdup(target + 1);
+        rest = startswith(target, root);
+        if (!rest || (*rest != '/' && *rest != 0))
+                return NULL;
+        return strdup(*rest == '/' ? rest + 1 : rest);
+}
+
+static char *path_of_fd(int fd) {
+        char target[PATH_MAX];
+        ssize_t n = readlink(FORMAT_PROC_FD_PATH(fd), target, sizeof(target) - 1);
+
+        if (n < 0 || n >= (ssize_t) sizeof(target) - 1)
+                return NULL;
+        target[n] = 0;
+        return strdup(target);
+}
+
+/* The facts of the mutable directory of s (s->component set), with its fd and parent. */
+static int gather(int root_fd, const char *root, const char *path, const struct stat *st, MutableSetup *s,
+                  MutableFacts *f, char **ret_message) {
+        _cleanup_free_ char *rel = NULL, *display = NULL;
+        _cleanup_close_ int fd = -EBADF, parent = -EBADF;
+        struct stat dst;
+        struct statvfs sv;
+        MountIdentity a, b;
+
+        s->dir_fd = safe_close(s->dir_fd);
+        s->parent_fd = safe_close(s->parent_fd);
+        free(s->dir_path);
+        free(s->parent_rel);
+        s->dir_path = s->parent_rel = NULL;
+
+        *f = (MutableFacts) {
+                .hierarchy_exists = st != NULL,
+                .hierarchy_mode = st ? (st->st_mode & 0777) : 0755,
+        };
+        rel = path_join(MUTABLE_BASE_DIR, s->component);
+        display = path_join(root, rel);
+        if (!rel || !display)
+                return -ENOMEM;
+
+        fd = openat_resolve(root_fd, rel, O_PATH | O_DIRECTORY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (fd == -ENOENT) {
+                /* Missing, or a dangling symlink: no mutable directory. */
+                s->dir_path = TAKE_PTR(display);
+                return 0;
+        }
+        if (fd == -ENOTDIR)
+                return set_message(ret_message, ENOTDIR, "Mutable directory '%s' is not a directory.", display);
+        if (fd < 0)
+                return set_message(ret_message, fd, "Failed to open the mutable directory '%s': %s", display, strerror(-fd));
+        if (fstat(fd, &dst) < 0)
+                return set_message(ret_message, errno, "Failed to stat '%s': %m", display);
+
+        f->dir_exists = true;
+        f->dir_mode = dst.st_mode & 0777;
+        s->dir_path = path_of_fd(fd) ?: TAKE_PTR(display);
+        f->dir_is_hierarchy = (st && st->st_dev == dst.st_dev && st->st_ino == dst.st_ino) ||
+                              streq_ptr(s->dir_path, path);
+        f->dir_read_only = fstatvfs(fd, &sv) >= 0 && (sv.f_flag & ST_RDONLY);
+
+        if (!f->dir_is_hierarchy) {
+                parent = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (parent < 0)
+                        return set_message(ret_message, errno, "Failed to open the parent of '%s': %m", s->dir_path);
+                f->dir_parent_same_mount = mount_identity_of_fd(fd, &a) >= 0 && mount_identity_of_fd(parent, &b) >= 0 &&
+                                           !a.is_root && a.id == b.id;
+                s->parent_rel = rel_of_fd(root, parent);
+                if (!s->parent_rel)
+                        return set_message(ret_message, EXDEV, "The mutable directory '%s' is not below the root %s.",
+                                           s->dir_path, root);
+                s->parent_fd = TAKE_FD(parent);
+        }
+        s->dir_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int mutable_prepare(int root_fd, const char *root, const char *name, const char *path, const struct stat *st,
+                    MutableMode mode, MutableSetup *ret, char **ret_message) {
+        _cleanup_(mutable_setup_done) MutableSetup s = { .mode = mode, .dir_fd = -EBADF, .parent_fd = -EBADF };
+        MutableFacts f = { .hierarchy_exists = st != NULL, .hierarchy_mode = st ? (st->st_mode & 0777) : 0755 };
+        int r;
+
+        s.component = component_of(name);
+        if (!s.component)
+                return -ENOMEM;
+        if (mode != MUTABLE_NO && mode != MUTABLE_EPHEMERAL) {
+                r = gather(root_fd, root, path, st, &s, &f, ret_message);
+                if (r < 0)
+                        return r;
+        }
+        r = mutable_decide(mode, &f, path, strna(s.dir_path), &s.d, ret_message);
+        if (r < 0)
+                return r;
+
+        if (s.d.create_dir) {
+                _cleanup_free_ char *rel = path_join(MUTABLE_BASE_DIR, s.component);
+                _cleanup_close_ int fd = -EBADF;
+
+                if (!rel)
+                        return -ENOMEM;
+                fd = mkdir_p_in_root(root_fd, rel, 0755);
+                if (fd < 0)
+                        return set_message(ret_message, fd, "Failed to create the mutable directory '%s': %s", strna(s.dir_path),
+                                           strerror(-fd));
+                /* Its root gives the merged hierarchy its permissions. */
+                if (fchmod(fd, f.hierarchy_mode) < 0)
+                        return set_message(ret_message, errno, "Failed to set the mode of '%s': %m", strna(s.dir_path));
+                r = gather(root_fd, root, path, st, &s, &f, ret_message);
+                if (r < 0)
+                        return r;
+                r = mutable_decide(mode, &f, path, strna(s.dir_path), &s.d, ret_message);
+                if (r < 0)
+                        return r;
+                if (s.d.create_dir)
+                        return set_message(ret_message, ENOENT, "The mutable directory '%s' could not be created.",
+                                           strna(s.dir_path));
+        }
+
+        if (s.d.upper == MUTABLE_UPPER_HIERARCHY) {
+                /* Work directories go beside the hierarchy itself. */
+                const char *slash = strrchr(name, '/');
+                _cleanup_free_ char *parent = slash ? strndup(name, slash - name) : strdup("");
+
+                if (!parent)
+                        return -ENOMEM;
+                s.parent_fd = safe_close(s.parent_fd);
+                s.parent_fd = openat_resolve(root_fd, isempty(parent) ? "." : parent, O_PATH | O_DIRECTORY,
+                                             RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+                if (s.parent_fd < 0)
+                        return set_message(ret_message, s.parent_fd, "Failed to open the parent of %s: %s", path,
+                                           strerror(-s.parent_fd));
+                free(s.parent_rel);
+                s.parent_rel = TAKE_PTR(parent);
+        }
+        if (s.d.upper != MUTABLE_UPPER_DIR && !s.d.import_dir)
+                s.dir_fd = safe_close(s.dir_fd);
+
+        s.stamp = STAMP_INIT;
+        stamp_add_u64(&s.stamp, mode);
+        stamp_add_u64(&s.stamp, s.d.upper);
+        stamp_add_u64(&s.stamp, s.d.import_dir);
+        if (s.dir_fd >= 0) {
+                struct stat dst;
+                if (fstat(s.dir_fd, &dst) >= 0) {
+                        stamp_add_u64(&s.stamp, dst.st_dev);
+                        stamp_add_u64(&s.stamp, dst.st_ino);
+                }
+                stamp_add_string(&s.stamp, strempty(s.dir_path));
+        }
+        *ret = s;
+        s = (MutableSetup) { .dir_fd = -EBADF, .parent_fd = -EBADF };
+        return 0;
+}
+
+int mutable_workdir_name(const MutableSetup *s, const char *tree_id, char **ret_name) {
+        char *n;
+
+        if (asprintf(&n, ".sysextd-%s-work.%s", s->component, tree_id) < 0)
+                return -ENOMEM;
+        *ret_name = n;
+        return 0;
+}
+
+int mutable_workdir_create(const MutableSetup *s, const char *tree_id, char **ret_rel) {
+        _cleanup_free_ char *name = NULL;
+        int r;
+
+        if (s->parent_fd < 0 || !s->parent_rel)
+                return -EBADF;
+        r = mutable_workdir_name(s, tree_id, &name);
+        if (r < 0)
+                return r;
+        if (mkdirat(s->parent_fd, name, 0700) < 0)
+                return negative_errno();
+        *ret_rel = isempty(s->parent_rel) ? TAKE_PTR(name) : path_join(s->parent_rel, name);
+        return *ret_rel ? 0 : -ENOMEM;
+}
+
+static bool hex_id(const char *s) {
+        if (strlen(s) != TREE_ID_LEN)
+                return false;
+        for (; *s; s++)
+                if (!strchr("0123456789abcdef", *s))
+                        return false;
+        return true;
+}
+
+bool mutable_workdir_valid(const char *rel) {
+        const char *base, *dot;
+
+        if (isempty(rel) || rel[0] == '/' || strstr(rel, "//") || endswith(rel, "/") || strlen(rel) >= PATH_MAX)
+                return false;
+        for (const char *c = rel; c; c = strchr(c, '/')) {
+                if (*c == '/')
+                        c++;
+                if (startswith(c, "../") || streq(c, "..") || startswith(c, "./") || streq(c, "."))
+                        return false;
+        }
+        if (!utf8_is_valid(rel) || string_has_control(rel))
+                return false;
+        base = strrchr(rel, '/');
+        base = base ? base + 1 : rel;
+        if (!startswith(base, ".sysextd-"))
+                return false;
+        dot = strrchr(base, '.');
+        return dot && dot > base && hex_id(dot + 1) && (size_t) (dot - base) > strlen(".sysextd--work") &&
+               !strncmp(dot - strlen("-work"), "-work", strlen("-work"));
+}
+
+int mutable_workdir_remove(int root_fd, const char *rel) {
+        _cleanup_free_ char *parent = NULL;
+        _cleanup_close_ int dfd = -EBADF;
+        const char *slash;
+
+        if (!mutable_workdir_valid(rel))
+                return -EINVAL;
+        slash = strrchr(rel, '/');
+        parent = slash ? strndup(rel, slash - rel) : strdup(".");
+        if (!parent)
+                return -ENOMEM;
+        dfd = openat_resolve(root_fd, parent, O_RDONLY | O_DIRECTORY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (dfd == -ENOENT)
+                return 0;
+        if (dfd < 0)
+                return dfd;
+        return rm_rf_at(dfd, slash ? slash + 1 : rel);
+}
+
+void mutable_gc(const MutableSetup *s, const TreeList *trees) {
+        _cleanup_free_ char *prefix = NULL;
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        int fd;
+
+        if (s->parent_fd < 0 || asprintf(&prefix, ".sysextd-%s-work.", s->component) < 0)
+                return;
+        fd = fd_reopen(s->parent_fd, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return;
+        }
+        while ((de = readdir(d))) {
+                const char *id = startswith(de->d_name, prefix);
+                bool live = false;
+
+                if (!id || !hex_id(id))
+                        continue;
+                for (size_t i = 0; i < trees->n; i++)
+                        if (streq(trees->trees[i]->id, id))
+                                live = true;
+                if (!live)
+                        (void) rm_rf_at(dirfd(d), de->d_name);
+        }
+}
