@@ -418,7 +418,8 @@ static void read_systemd_conf(int root_fd, const char *name, const char *section
                         continue;
                 }
                 eq = strchr(l, '=');
-                if (!eq || !current || strcmp(current + 1, section) != 0 || current[strlen(section) + 1] != ']')
+                if (!eq || !current || strncmp(current + 1, section, strlen(section)) != 0 ||
+                    !streq(current + 1 + strlen(section), "]"))
                         continue;
                 *eq = 0;
                 if (!streq(strstrip(l), "Mutable"))

@@ -1,0 +1,143 @@
+#!/bin/bash
+# A writable /opt (--mutable=yes) refreshed 50 times while a writer appends a numbered line to
+# a file under it every millisecond and a reader reads an extension's file: no line whose
+# write() returned success is lost, the reader never sees the base (the extension's file
+# missing), and after unmerge the upper directory holds every line.  Every refresh takes over
+# the upper directory with no window: the old tree is made read-only (sealed) before it is
+# detached (swap.c), so a write through it fails instead of going astray.
+#
+# Then: a writer that holds the file open for writing makes the refresh wait and, when it does
+# not close it, refuses with the process named; the tree stays writable and in place.
+#
+# Prints "writer: N lines written, M write failures, L lost; reader: R reads, B of the base".
+set -euo pipefail
+# shellcheck source=test/lib.sh
+. "$(dirname "$0")/../lib.sh"
+enter_sandbox "$@"
+require_cmd mkfs.erofs python3
+require_fs erofs overlay
+make_root
+
+REFRESHES=${REFRESHES:-50}
+
+for v in v1 v2; do
+	t=$(ext_tree app "$WORK/src/app-$v")
+	ext_file "$t" opt/app/ext-file "from the extension"
+	ext_file "$t" opt/app/version "$v"
+	ext_file "$t" usr/share/app/version "$v"
+	mk_erofs "$t" "$WORK/app-$v.raw"
+done
+cp "$WORK/app-v1.raw" "$R/var/lib/extensions/app.raw"
+
+check "merge --mutable=yes: /opt and /usr writable, the upper directories created"
+perm_opt=$(stat -c %A "$R/opt")
+run_sysextd --mutable=yes merge
+assert_ok "merge --mutable=yes"
+[[ -d "$R/var/lib/extensions.mutable/opt" ]] || fail "var/lib/extensions.mutable/opt was not created"
+assert_eq "$(stat -c %A "$R/opt")" "$perm_opt" "mode of /opt after merge"
+echo first >"$R/opt/first" || fail "cannot write to the mutable /opt"
+assert_file_content "$R/var/lib/extensions.mutable/opt/first" first
+
+cat >"$WORK/writer.py" <<'EOF'
+import os, sys, time
+path, stop, out = sys.argv[1], sys.argv[2], sys.argv[3]
+acked, failed, i = [], 0, 0
+while not os.path.exists(stop):
+    i += 1
+    line = ("%d\n" % i).encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            n = os.write(fd, line)
+        finally:
+            os.close(fd)
+        if n == len(line):
+            acked.append(i)
+        else:
+            failed += 1
+    except OSError:
+        failed += 1
+    time.sleep(0.001)
+with open(out, "w") as f:
+    f.write("%d\n" % failed)
+    f.write("".join("%d\n" % a for a in acked))
+EOF
+cat >"$WORK/reader.py" <<'EOF'
+import os, sys
+path, stop, out = sys.argv[1], sys.argv[2], sys.argv[3]
+reads = base = 0
+while not os.path.exists(stop):
+    reads += 1
+    try:
+        with open(path) as f:
+            if f.read() != "from the extension\n":
+                base += 1
+    except OSError:
+        base += 1
+with open(out, "w") as f:
+    f.write("%d %d\n" % (reads, base))
+EOF
+
+check "$REFRESHES refreshes while a writer appends every millisecond and a reader reads"
+python3 "$WORK/writer.py" "$R/opt/log" "$WORK/stop" "$WORK/writer.out" &
+writer=$!
+python3 "$WORK/reader.py" "$R/opt/app/ext-file" "$WORK/stop" "$WORK/reader.out" &
+reader=$!
+on_exit "touch '$WORK/stop'; kill $writer $reader 2>/dev/null || true"
+sleep 0.2
+for ((i = 1; i <= REFRESHES; i++)); do
+	v=v$((i % 2 + 1))
+	cp "$WORK/app-$v.raw" "$R/var/lib/extensions/app.raw.new"
+	mv "$R/var/lib/extensions/app.raw.new" "$R/var/lib/extensions/app.raw"
+	run_sysextd --mutable=yes refresh
+	assert_ok "refresh $i"
+	assert_file_content "$R/opt/app/version" "$v"
+done
+sleep 0.2
+touch "$WORK/stop"
+wait "$writer" "$reader"
+
+failed=$(head -n1 "$WORK/writer.out")
+written=$(($(wc -l <"$WORK/writer.out") - 1))
+read -r reads base_reads <"$WORK/reader.out"
+(( written > REFRESHES * 5 )) || fail "the writer wrote only $written lines"
+
+check "every acknowledged line is in the file, through the tree and in the upper directory"
+tail -n +2 "$WORK/writer.out" | sort -n >"$WORK/acked"
+sort -n "$R/opt/log" >"$WORK/seen"
+lost=$(comm -23 "$WORK/acked" "$WORK/seen" | wc -l)
+assert_eq "$base_reads" 0 "reads that saw the base (of $reads)"
+log "writer: $written lines written, $failed write failures, $lost lost; reader: $reads reads, $base_reads of the base"
+assert_eq "$lost" 0 "lines acknowledged but missing from /opt/log"
+
+check "unmerge: the base again, every line kept in the upper directory, /opt's mode as before"
+run_sysextd unmerge
+assert_ok unmerge
+assert_missing "$R/opt/log"
+assert_missing "$R/opt/app/ext-file"
+sort -n "$R/var/lib/extensions.mutable/opt/log" >"$WORK/upper"
+assert_eq "$(comm -23 "$WORK/acked" "$WORK/upper" | wc -l)" 0 "acknowledged lines missing from the upper directory"
+assert_eq "$(stat -c %A "$R/opt")" "$perm_opt" "mode of /opt after unmerge"
+leftover=$(find "$R/var/lib/extensions.mutable" -maxdepth 1 -name '.sysextd-*-work.*' | wc -l)
+assert_eq "$leftover" 0 "work directories left after unmerge"
+
+check "a file held open for writing: the refresh waits, then refuses naming the process; the tree stays"
+run_sysextd --mutable=yes merge
+assert_ok "merge again"
+exec {held}>>"$R/opt/held"
+gen_before=$(json_q "$(run_sysextd --json status >/dev/null; echo "$OUT")" 'd["generation"]')
+run_sysextd --mutable=yes --always-refresh=yes refresh
+assert_failed "refresh with a file held open for writing"
+assert_contains "$ERR" "open for writing" "the refusal"
+assert_contains "$ERR" "$$" "the refusal names the process"
+echo "still writable" >&"$held" || fail "the held file is no longer writable"
+echo more >"$R/opt/more" || fail "/opt is no longer writable after the refused refresh"
+run_sysextd --json status
+assert_eq "$(json_q "$OUT" 'd["generation"]')" "$gen_before" "generation after the refused refresh"
+exec {held}>&-
+run_sysextd --mutable=yes --always-refresh=yes refresh
+assert_ok "refresh once the file is closed"
+assert_file_content "$R/opt/held" "still writable"
+assert_file_content "$R/opt/more" more
+run_sysextd unmerge
+assert_ok unmerge
