@@ -321,8 +321,52 @@ mk_dir() {
 	cp -a "$1" "$2" || fail "cannot copy $1 to $2"
 }
 
+# mk_ext2 SRC OUT — an ext2 image (no journal, no extents).
+mk_ext2() {
+	local kib
+	kib=$(($(du -sk --apparent-size "$1" | cut -f1) * 2 + $(find "$1" | wc -l) * 4 + 1024))
+	((kib >= 2048)) || kib=2048
+	rm -f "$2"
+	truncate -s "${kib}K" "$2" || fail "cannot create $2"
+	mkfs.ext2 -q -F -E root_owner=0:0 -d "$1" "$2" >/dev/null || fail "mkfs.ext2 $2 from $1 failed"
+}
+
+# mk_btrfs SRC OUT — a btrfs image made the way Flatcar's sysext bakery makes them.
+mk_btrfs() {
+	rm -f "$2"
+	truncate -s 128M "$2" || fail "cannot create $2"
+	mkfs.btrfs -q -f --rootdir "$1" "$2" >/dev/null || fail "mkfs.btrfs $2 from $1 failed"
+}
+
+# mk_xfs SRC OUT — an xfs image (300 MiB sparse, xfs' smallest), filled from a protofile.
+mk_xfs() {
+	python3 - "$1" "$WORK/xfs.proto" <<'PY' || fail "cannot write the xfs protofile for $1"
+import os, stat, sys
+src, out = sys.argv[1], sys.argv[2]
+lines = ["/dev/null", "0 0", "d--755 0 0"]
+def walk(d, depth):
+    for name in sorted(os.listdir(d)):
+        p = os.path.join(d, name)
+        st = os.lstat(p)
+        mode = "%03o" % (st.st_mode & 0o777)
+        ind = " " * depth
+        if stat.S_ISDIR(st.st_mode):
+            lines.append("%s%s d--%s 0 0" % (ind, name, mode))
+            walk(p, depth + 1)
+            lines.append("%s$" % ind)
+        elif stat.S_ISREG(st.st_mode):
+            lines.append("%s%s ---%s 0 0 %s" % (ind, name, mode, p))
+walk(src, 1)
+lines.append("$")
+open(out, "w").write("\n".join(lines) + "\n")
+PY
+	rm -f "$2"
+	truncate -s 300M "$2" || fail "cannot create $2"
+	mkfs.xfs -q -f -p "$WORK/xfs.proto" "$2" >/dev/null || fail "mkfs.xfs $2 from $1 failed"
+}
+
 # mk_image KIND SRC NAME — build extension NAME from SRC as KIND (directory,
-# erofs, squashfs, ext4) in $R/var/lib/extensions and echo its path.
+# erofs, squashfs, ext4, ext2, btrfs, xfs) in $R/var/lib/extensions and echo its path.
 mk_image() {
 	local kind=$1 src=$2 name=$3 dst=$R/var/lib/extensions
 	case $kind in
@@ -330,6 +374,9 @@ mk_image() {
 	erofs) mk_erofs "$src" "$dst/$name.raw" && echo "$dst/$name.raw" ;;
 	squashfs) mk_squashfs "$src" "$dst/$name.raw" && echo "$dst/$name.raw" ;;
 	ext4) mk_ext4 "$src" "$dst/$name.raw" && echo "$dst/$name.raw" ;;
+	ext2) mk_ext2 "$src" "$dst/$name.raw" && echo "$dst/$name.raw" ;;
+	btrfs) mk_btrfs "$src" "$dst/$name.raw" && echo "$dst/$name.raw" ;;
+	xfs) mk_xfs "$src" "$dst/$name.raw" && echo "$dst/$name.raw" ;;
 	*) fail "mk_image: unknown kind $kind" ;;
 	esac
 }

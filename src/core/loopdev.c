@@ -15,10 +15,13 @@
  * device busy; when the last one goes, autoclear detaches the device.
  */
 #include <fcntl.h>
+#include <linux/btrfs.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 
 #include "fd-util.h"
@@ -133,14 +136,48 @@ char *fs_context_message(int fs_fd) {
         return all;
 }
 
+/* btrfs gives its mounts an anonymous device number: which device it is on is asked of btrfs
+ * itself.  It must be one device, the one we attached (btrfs assembles multi-device file
+ * systems by their fsid from whatever it scanned, so this is not a formality). */
+static int btrfs_verify(int mount_fd, dev_t devnum, int dev_fd, char **ret_message) {
+        struct btrfs_ioctl_fs_info_args fs = {};
+        struct btrfs_ioctl_dev_info_args dev = {};
+        _cleanup_close_ int fd = openat(mount_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        char own[PROC_FD_PATH_MAX];
+        struct stat st;
+
+        if (fd < 0 || ioctl(fd, BTRFS_IOC_FS_INFO, &fs) < 0)
+                return set_message(ret_message, EXDEV, "cannot ask btrfs which device it is on: %m");
+        if (fs.num_devices != 1 || fs.max_id != 1)
+                return set_message(ret_message, EXDEV, "the btrfs file system spans %llu devices, not just /dev/loop%u",
+                                   (unsigned long long) fs.num_devices, minor(devnum));
+        dev.devid = 1;
+        if (ioctl(fd, BTRFS_IOC_DEV_INFO, &dev) < 0)
+                return set_message(ret_message, EXDEV, "cannot ask btrfs which device it is on: %m");
+        dev.path[sizeof(dev.path) - 1] = 0;
+        /* The name btrfs kept is the path it was given (our fd) or the one it scanned. */
+        format_proc_fd_path(own, dev_fd);
+        if (streq((const char *) dev.path, own))
+                return 0;
+        if (stat((const char *) dev.path, &st) < 0 || !S_ISBLK(st.st_mode) || st.st_rdev != devnum)
+                return set_message(ret_message, EXDEV, "the btrfs file system is on %s, not on %u:%u", (const char *) dev.path,
+                                   major(devnum), minor(devnum));
+        return 0;
+}
+
 static int loopdev_verify_mount(int mount_fd, dev_t devnum, int dev_fd, uint64_t diskseq, char **ret_message) {
+        struct statfs sfs;
         struct stat st;
         uint64_t now;
         int r;
 
-        if (fstat(mount_fd, &st) < 0)
+        if (fstat(mount_fd, &st) < 0 || fstatfs(mount_fd, &sfs) < 0)
                 return negative_errno();
-        if (st.st_dev != devnum)
+        if (sfs.f_type == BTRFS_SUPER_MAGIC) {
+                r = btrfs_verify(mount_fd, devnum, dev_fd, ret_message);
+                if (r < 0)
+                        return r;
+        } else if (st.st_dev != devnum)
                 return set_message(ret_message, EXDEV, "mounted file system is on device %u:%u, not on %u:%u",
                                    major(st.st_dev), minor(st.st_dev), major(devnum), minor(devnum));
         r = loopdev_read_diskseq(dev_fd, &now);
