@@ -589,7 +589,7 @@ static int pick_version(int root_fd, const char *vrel, const char *name, const c
 
 /* A NAME.v, NAME.raw.v or NAME.sysext.raw.v directory: the image name, the suffix of its
  * entries and whether they are directories. */
-static int versioned_name(const char *entry, ImageClass klass, char **ret_name, const char **ret_suffix, bool *ret_dir) {
+static int versioned_name(const char *entry, ImageClass klass, char **ret_name, char **ret_suffix, bool *ret_dir) {
         _cleanup_free_ char *base = strndup(entry, strlen(entry) - strlen(".v"));
         const char *cs = class_suffix(klass);
 
@@ -600,14 +600,16 @@ static int versioned_name(const char *entry, ImageClass klass, char **ret_name, 
                 bool with_class = n > strlen(cs) && !strncmp(base + n - strlen(cs), cs, strlen(cs));
 
                 *ret_name = strndup(base, with_class ? n - strlen(cs) : n);
-                *ret_suffix = entry + strlen(*ret_name ?: "");
                 *ret_dir = false;
         } else {
                 *ret_name = dir_name(base, klass);
-                *ret_suffix = entry + strlen(*ret_name ?: "");
                 *ret_dir = true;
         }
-        return *ret_name ? 0 : -ENOMEM;
+        if (!*ret_name)
+                return -ENOMEM;
+        /* "", ".raw" or ".sysext.raw": what follows the name in the directory's name. */
+        *ret_suffix = strdup(base + strlen(*ret_name));
+        return *ret_suffix ? 0 : -ENOMEM;
 }
 
 int image_discover(int root_fd, const char *root_prefix, char *const *search_dirs, ImageClass klass, ImageList *ret) {
@@ -653,7 +655,7 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
 
                         raw = endswith(de->d_name, ".raw");
                         if (fd >= 0 && S_ISDIR(st.st_mode) && endswith(de->d_name, ".v")) {
-                                const char *suffix;
+                                _cleanup_free_ char *suffix = NULL;
                                 bool want_dir;
 
                                 r = versioned_name(de->d_name, klass, &name, &suffix, &want_dir);

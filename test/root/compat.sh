@@ -1,0 +1,227 @@
+#!/bin/bash
+# systemd-sysext's command line, environment and matching rules, as a script written for it
+# sees them through `sysextd --no-bus`:
+#   - exit status 0 or 1 in the same situations (no image, only incompatible ones, already
+#     merged, nothing to unmerge, an unchanged refresh, bad options and arguments);
+#   - --json=pretty|short|off|help, --no-legend, --no-pager, --always-refresh=, --force,
+#     --image-policy= (systemd's syntax), options after the verb, help as a verb;
+#   - $SYSTEMD_SYSEXT_HIERARCHIES;
+#   - ID_LIKE both ways, .v directories (the newest version for this machine), NAME.sysext.raw,
+#     an empty directory masking an image of a later search directory.
+set -euo pipefail
+# shellcheck source=test/lib.sh
+. "$(dirname "$0")/../lib.sh"
+enter_sandbox "$@"
+require_cmd mkfs.erofs python3
+require_fs erofs overlay
+make_root
+
+E=$R/var/lib/extensions
+
+check "exit status: merge with no image at all is 0, 'No extensions found.'"
+run_sysextd merge
+assert_ok "merge without images"
+assert_contains "$ERR" "No extensions found." "merge without images"
+! is_overlay "$R/usr" || fail "/usr became an overlay"
+
+check "exit status: only incompatible images is 0, with the count"
+t=$(EXT_RELEASE='ID=otheros
+VERSION_ID=9' ext_tree alien)
+ext_file "$t" usr/share/alien/f alien
+mk_dir "$t" "$E/alien"
+run_sysextd merge
+assert_ok "merge with only an incompatible image"
+assert_contains "$ERR" "No suitable extensions found (1 ignored due to incompatible image(s))." "message"
+assert_missing "$R/usr/share/alien/f"
+
+check "--force merges it (release files not matched), and one without a release file"
+mkdir -p "$E/norel/usr/share/norel"
+echo norel >"$E/norel/usr/share/norel/f"
+run_sysextd --force merge
+assert_ok "merge --force"
+assert_file_content "$R/usr/share/alien/f" alien
+assert_file_content "$R/usr/share/norel/f" norel
+
+check "exit status: merge when merged is 1; unmerge twice is 0 both times"
+run_sysextd --force merge
+assert_rc 1 "merge when already merged"
+assert_contains "$ERR" "already merged" "message"
+run_sysextd unmerge
+assert_ok "unmerge"
+run_sysextd unmerge
+assert_ok "unmerge with nothing merged"
+rm -rf "$E/alien" "$E/norel"
+
+t=$(ext_tree app)
+ext_file "$t" usr/share/app/f v1
+mk_erofs "$t" "$E/app.raw"
+
+check "exit status: an unchanged refresh is 0 and keeps the mount; --always-refresh=yes rebuilds"
+run_sysextd merge
+assert_ok merge
+id1=$(findmnt -n -o ID --mountpoint "$R/usr")
+run_sysextd refresh
+assert_ok "unchanged refresh"
+assert_contains "$ERR" "no change was found, use --always-refresh=yes" "message"
+assert_eq "$(findmnt -n -o ID --mountpoint "$R/usr")" "$id1" "mount after the unchanged refresh"
+run_sysextd refresh --always-refresh=yes
+assert_ok "refresh --always-refresh=yes (after the verb)"
+[[ $(findmnt -n -o ID --mountpoint "$R/usr") != "$id1" ]] || fail "--always-refresh=yes did not rebuild"
+run_sysextd --always-refresh=no refresh
+assert_ok "refresh --always-refresh=no"
+assert_contains "$ERR" "no change was found" "message"
+
+check "exit status 1 for bad options and arguments, 0 for the help texts"
+for bad in "--bogus" "--json=bogus status" "--always-refresh=maybe refresh" "--noexec=maybe merge" \
+	"--mutable=sometimes merge" "--image-policy=root=bogus merge" "frobnicate" "status extra" "--class=x status"; do
+	# shellcheck disable=SC2086
+	run_sysextd $bad
+	assert_rc 1 "sysextd $bad"
+done
+for good in "--help" "help" "--version" "--json=help" "--mutable=help"; do
+	# shellcheck disable=SC2086
+	run_sysextd $good
+	assert_ok "sysextd $good"
+done
+run_sysextd --json=help
+assert_eq "$OUT" "pretty
+short
+off" "--json=help"
+
+check "--json=short and --json=pretty: systemd-sysext's status and list"
+run_sysextd --json=short status
+assert_ok "status --json=short"
+assert_eq "$(wc -l <<<"$OUT")" 1 "lines of --json=short"
+assert_eq "$(json_q "$OUT" '[h["hierarchy"] for h in d]')" '["/etc", "/opt", "/usr"]' "hierarchies, sorted"
+assert_eq "$(json_q "$OUT" '[h["extensions"] for h in d]')" '["none", "none", ["app"]]' "extensions"
+assert_eq "$(json_q "$OUT" '[h["since"] is None for h in d]')" '[true, true, false]' "since"
+[[ $(json_q "$OUT" 'd[2]["since"] > 1500000000 * 10**6') == true ]] || fail "since is not microseconds: $OUT"
+run_sysextd --json=pretty status
+assert_ok "status --json=pretty"
+(( $(wc -l <<<"$OUT") > 3 )) || fail "--json=pretty is not indented: $OUT"
+assert_eq "$(json_q "$OUT" 'd[2]["extensions"]')" '["app"]' "pretty"
+run_sysextd --json=short list
+assert_eq "$(json_q "$OUT" '[(i["name"], i["type"], i["path"]) for i in d]')" "[[\"app\", \"raw\", \"$E/app.raw\"]]" "list --json=short"
+run_sysextd --json=off status
+assert_contains "$OUT" "HIERARCHY" "--json=off is the table"
+
+check "--no-legend: no header; --no-pager: accepted"
+run_sysextd --no-legend --no-pager status
+assert_ok "status --no-legend --no-pager"
+assert_not_contains "$OUT" "HIERARCHY" "status --no-legend"
+run_sysextd --no-legend list
+assert_not_contains "$OUT" "NAME" "list --no-legend"
+assert_contains "$OUT" "app" "list --no-legend"
+run_sysextd unmerge
+assert_ok unmerge
+
+check "\$SYSTEMD_SYSEXT_HIERARCHIES: only the hierarchies it names; an invalid one is an error"
+ext_file "$t" opt/app/f opt
+mk_erofs "$t" "$E/app.raw"
+SYSTEMD_SYSEXT_HIERARCHIES=/opt run_sysextd merge
+assert_ok "merge with SYSTEMD_SYSEXT_HIERARCHIES=/opt"
+assert_file_content "$R/opt/app/f" opt
+assert_missing "$R/usr/share/app/f"
+SYSTEMD_SYSEXT_HIERARCHIES=/opt run_sysextd unmerge
+for bad in "relative" "/" "" "/usr:relative"; do
+	SYSTEMD_SYSEXT_HIERARCHIES=$bad run_sysextd merge
+	assert_rc 1 "SYSTEMD_SYSEXT_HIERARCHIES='$bad'"
+	assert_contains "$ERR" "SYSTEMD_SYSEXT_HIERARCHIES" "the error names the variable"
+done
+! is_overlay "$R/usr" || fail "/usr merged despite the invalid variable"
+
+check "--image-policy=: systemd's syntax; a policy the image does not pass fails the merge"
+run_sysextd --image-policy=root=signed+absent:usr=signed+absent merge
+assert_rc 1 "merge of an unsigned image under a signed-only policy"
+assert_contains "$ERR" "app" "the error names the image"
+! is_overlay "$R/usr" || fail "/usr merged under the refusing policy"
+run_sysextd --image-policy='*' merge
+assert_ok "merge --image-policy=*"
+run_sysextd unmerge
+run_sysextd --image-policy=- merge
+assert_rc 1 "merge --image-policy=-"
+run_sysextd --image-policy=root=verity+signed+encrypted+unprotected+absent:usr=verity+signed+encrypted+unprotected+absent merge
+assert_ok "merge under systemd's default policy"
+run_sysextd unmerge
+
+check "ID_LIKE: the host like the extension's ID, the extension like the host's ID"
+host_os_release 'ID=derived
+ID_LIKE="sysextdtest other"
+VERSION_ID=1'
+t2=$(ext_tree likeext)
+ext_file "$t2" usr/share/likeext/f like
+mk_dir "$t2" "$E/likeext"
+t3=$(EXT_RELEASE='ID=child
+ID_LIKE=derived
+VERSION_ID=1' ext_tree childext)
+ext_file "$t3" usr/share/childext/f child
+mk_dir "$t3" "$E/childext"
+t4=$(EXT_RELEASE='ID=stranger
+ID_LIKE=nobody
+VERSION_ID=1' ext_tree strangerext)
+mk_dir "$t4" "$E/strangerext"
+run_sysextd --json list
+assert_eq "$(json_q "$OUT" '{i["name"]: i["status"] for i in d}')" \
+	'{"app": "compatible", "childext": "compatible", "likeext": "compatible", "strangerext": "incompatible"}' "verdicts"
+run_sysextd merge
+assert_ok merge
+assert_file_content "$R/usr/share/likeext/f" like
+assert_file_content "$R/usr/share/childext/f" child
+run_sysextd unmerge
+rm -rf "$E/likeext" "$E/childext" "$E/strangerext"
+host_os_release 'ID=sysextdtest
+VERSION_ID=1'
+
+check ".v directories: the newest version for this machine; NAME.sysext.raw"
+rm -f "$E/app.raw"
+mkdir -p "$E/app.raw.v"
+arch=$(python3 -c 'import platform; m = platform.machine(); print({"x86_64": "x86-64", "aarch64": "arm64"}.get(m, m))')
+other=$([[ $arch == arm64 ]] && echo x86-64 || echo arm64)
+for v in 1.2 1.10 1.9; do
+	t=$(ext_tree app "$WORK/src/app-$v")
+	ext_file "$t" usr/share/app/version "$v"
+	mk_erofs "$t" "$E/app.raw.v/app_$v.raw"
+done
+t=$(ext_tree app "$WORK/src/app-9")
+ext_file "$t" usr/share/app/version "9 for $other"
+mk_erofs "$t" "$E/app.raw.v/app_9_$other.raw"
+t=$(ext_tree app "$WORK/src/app-8")
+ext_file "$t" usr/share/app/version "8 out of tries"
+mk_erofs "$t" "$E/app.raw.v/app_8+0-3.raw"
+t=$(ext_tree app "$WORK/src/app-1.10a")
+ext_file "$t" usr/share/app/version "1.10 for $arch"
+mk_erofs "$t" "$E/app.raw.v/app_1.10_$arch.raw"
+mkdir -p "$E/dirext.v/dirext_1" "$E/dirext.v/dirext_2"
+for v in 1 2; do
+	t=$(ext_tree dirext "$WORK/src/dirext-$v")
+	ext_file "$t" usr/share/dirext/version "$v"
+	cp -a "$t/." "$E/dirext.v/dirext_$v/"
+done
+t=$(ext_tree suff)
+ext_file "$t" usr/share/suff/f suffixed
+mk_erofs "$t" "$E/suff.sysext.raw"
+run_sysextd --json list
+assert_eq "$(json_q "$OUT" 'sorted((i["name"], i["path"].rsplit("/", 2)[-2] + "/" + i["path"].rsplit("/", 1)[-1]) for i in d)')" \
+	"[[\"app\", \"app.raw.v/app_1.10_$arch.raw\"], [\"dirext\", \"dirext.v/dirext_2\"], [\"suff\", \"extensions/suff.sysext.raw\"]]" \
+	"the versions picked"
+run_sysextd merge
+assert_ok merge
+assert_file_content "$R/usr/share/app/version" "1.10 for $arch"
+assert_file_content "$R/usr/share/dirext/version" 2
+assert_file_content "$R/usr/share/suff/f" suffixed
+run_sysextd status
+assert_contains "$OUT" "app" "status names the versioned image by its name"
+run_sysextd unmerge
+rm -rf "$E/dirext.v" "$E/suff.sysext.raw"
+
+check "an empty directory of the same name in an earlier search directory masks an image"
+mkdir -p "$R/etc/extensions/app"
+run_sysextd merge
+assert_ok "merge with app masked"
+assert_missing "$R/usr/share/app/version"
+rmdir "$R/etc/extensions/app"
+run_sysextd merge
+assert_ok "merge with the mask gone"
+assert_file_content "$R/usr/share/app/version" "1.10 for $arch"
+run_sysextd unmerge
+assert_ok unmerge
