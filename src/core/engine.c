@@ -124,6 +124,7 @@ Engine *engine_free(Engine *e) {
         safe_close(e->lock_fd);
         safe_close(e->journal_fd);
         image_list_free(&e->probed);
+        unit_actions_done(&e->units);
         engine_config_done(&e->config);
         strv_free(e->hierarchies);
         engine_result_done(&e->result);
@@ -734,7 +735,21 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 xo.attrs[k] = class_attrs(e, o, k);
                 xo.options[k] = e->config.classes[k].overlay_options;
         }
-        r = execute_transition(e, verb, &j, states, views, &plan, &images, &xo, &changed);
+        {
+                /* Decided now, while the journal still has the images merged before. */
+                static const ImageList none = {};
+                UnitActions units = {};
+
+                r = unit_actions_plan(&j.images, verb == ENGINE_UNMERGE ? &none : &images, xo.classes, &units);
+                if (r < 0)
+                        goto finish;
+                r = execute_transition(e, verb, &j, states, views, &plan, &images, &xo, &changed);
+                if (r >= 0 && changed) {
+                        unit_actions_done(&e->units);
+                        e->units = units;
+                } else
+                        unit_actions_done(&units);
+        }
         if (r >= 0)
                 keep_probed(e, &images);
 
@@ -754,12 +769,17 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
 
         engine_result_done(&e->result);
         image_list_free(&e->probed);
+        unit_actions_done(&e->units);
         e->probed_valid = false;
 
         r = engine_lock(e);
         if (r >= 0)
                 r = transition_locked(e, verb, o ?: &none);
         engine_unlock(e);
+        /* Images that ship units: the running system's service manager, once the trees are in
+         * place and the lock is given back (never for another root, never with --no-reload). */
+        if (r > 0 && !(o && o->no_reload) && streq(e->root, "/"))
+                unit_actions_run(&e->units);
         if (r < 0 && !e->result.message)
                 engine_fail(e, ENGINE_ERROR_FAILED, r, "Transition failed: %m");
         e->result.r = r;

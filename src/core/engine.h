@@ -7,6 +7,7 @@
 #include "image.h"
 #include "journal.h"
 #include "mutable.h"
+#include "units.h"
 
 /* The engine: merge, refresh, unmerge, list and status on one root.  The CLI verb and the
  * D-Bus method call the same functions.  Functions log what they do; a failure is logged once
@@ -77,6 +78,9 @@ typedef struct Engine {
          * into the tree, with their mounts: the next cache.  probed_valid says it is set. */
         ImageList probed;
         bool probed_valid;
+
+        /* What the service manager is asked after the last transition (units.h). */
+        UnitActions units;
 } Engine;
 
 int engine_new(const char *root, EngineConfig *config, Engine **ret); /* takes *config */

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The mutable modes' table (mutable.h): pure, every row and refusal. */
+#include <errno.h>
+
+#include "mutable.h"
+#include "tests.h"
+#include "util.h"
+
+static MutableFacts facts(bool exists, bool dir, bool self, mode_t dir_mode) {
+        return (MutableFacts) { .hierarchy_exists = exists, .hierarchy_mode = 0755, .dir_exists = dir,
+                                .dir_is_hierarchy = self, .dir_mode = dir_mode, .dir_parent_same_mount = true };
+}
+
+static int decide(MutableMode m, MutableFacts f, MutableDecision *d, char **msg) {
+        free(*msg);
+        *msg = NULL;
+        return mutable_decide(m, &f, "/R/opt", "/R/var/lib/extensions.mutable/opt", d, msg);
+}
+
+int main(void) {
+        MutableDecision d;
+        char *msg = NULL;
+        MutableFacts f;
+
+        /* Names, booleans. */
+        CHECK(mutable_mode_from_string("ephemeral-import") == MUTABLE_EPHEMERAL_IMPORT);
+        CHECK(mutable_mode_from_string("true") == MUTABLE_YES && mutable_mode_from_string("off") == MUTABLE_NO);
+        CHECK(mutable_mode_from_string("enabled") == -EINVAL && mutable_mode_from_string("") == -EINVAL);
+        CHECK_STREQ(mutable_mode_to_string(MUTABLE_AUTO), "auto");
+
+        /* no: read-only, the directory ignored, no tree without content. */
+        CHECK(decide(MUTABLE_NO, facts(true, true, false, 0700), &d, &msg) == 0);
+        CHECK(d.upper == MUTABLE_UPPER_NONE && !d.import_dir && d.base_layer && !d.always && !d.create_dir);
+
+        /* auto. */
+        CHECK(decide(MUTABLE_AUTO, facts(true, false, false, 0), &d, &msg) == 0);
+        CHECK(d.upper == MUTABLE_UPPER_NONE && d.always && !d.create_dir);
+        CHECK(decide(MUTABLE_AUTO, facts(true, true, false, 0755), &d, &msg) == 0);
+        CHECK(d.upper == MUTABLE_UPPER_DIR && d.base_layer);
+        CHECK(decide(MUTABLE_AUTO, facts(true, true, false, 0700), &d, &msg) == -EINVAL);
+        CHECK(msg && strstr(msg, "has mode 0700, ought to have mode 0755"));
+        CHECK(decide(MUTABLE_AUTO, facts(true, true, true, 0755), &d, &msg) == 0);
+        CHECK(d.upper == MUTABLE_UPPER_HIERARCHY && !d.base_layer);
+        f = facts(true, true, false, 0755);
+        f.dir_read_only = true;
+        CHECK(decide(MUTABLE_AUTO, f, &d, &msg) == -EROFS && strstr(msg, "read-only"));
+        f = facts(true, true, false, 0755);
+        f.dir_parent_same_mount = false;
+        CHECK(decide(MUTABLE_AUTO, f, &d, &msg) == -EXDEV && strstr(msg, "different filesystem"));
+
+        /* yes: created when missing; the same checks when there. */
+        CHECK(decide(MUTABLE_YES, facts(true, false, false, 0), &d, &msg) == 0);
+        CHECK(d.create_dir && d.upper == MUTABLE_UPPER_DIR && d.always);
+        CHECK(decide(MUTABLE_YES, facts(true, true, false, 0750), &d, &msg) == -EINVAL);
+        CHECK(decide(MUTABLE_YES, facts(false, false, false, 0), &d, &msg) == 0);
+        CHECK(d.create_dir && !d.base_layer);
+
+        /* import. */
+        CHECK(decide(MUTABLE_IMPORT, facts(true, true, false, 0700), &d, &msg) == 0);
+        CHECK(d.import_dir && d.upper == MUTABLE_UPPER_NONE && d.base_layer);
+        CHECK(decide(MUTABLE_IMPORT, facts(true, false, false, 0), &d, &msg) == 0);
+        CHECK(!d.import_dir && d.always);
+        CHECK(decide(MUTABLE_IMPORT, facts(true, true, true, 0755), &d, &msg) == -ELOOP && strstr(msg, "itself"));
+
+        /* ephemeral, ephemeral-import. */
+        CHECK(decide(MUTABLE_EPHEMERAL, facts(true, true, true, 0700), &d, &msg) == 0);
+        CHECK(d.upper == MUTABLE_UPPER_TMPFS && !d.import_dir && d.base_layer);
+        CHECK(decide(MUTABLE_EPHEMERAL_IMPORT, facts(true, true, false, 0700), &d, &msg) == 0);
+        CHECK(d.upper == MUTABLE_UPPER_TMPFS && d.import_dir);
+        CHECK(decide(MUTABLE_EPHEMERAL_IMPORT, facts(true, true, true, 0755), &d, &msg) == -ELOOP);
+
+        /* Work directory names. */
+        CHECK(mutable_workdir_valid("var/lib/extensions.mutable/.sysextd-opt-work.0123456789abcdef0123456789abcdef"));
+        CHECK(mutable_workdir_valid(".sysextd-opt-work.0123456789abcdef0123456789abcdef"));
+        CHECK(!mutable_workdir_valid("/var/.sysextd-opt-work.0123456789abcdef0123456789abcdef"));
+        CHECK(!mutable_workdir_valid("var/../.sysextd-opt-work.0123456789abcdef0123456789abcdef"));
+        CHECK(!mutable_workdir_valid("var/lib/.sysextd-opt-work.0123"));
+        CHECK(!mutable_workdir_valid("var/lib/opt"));
+        CHECK(!mutable_workdir_valid(""));
+        CHECK(!mutable_workdir_valid("var/lib/.sysextd-opt-work.0123456789abcdef0123456789abcdeg"));
+        free(msg);
+        return tap_finish();
+}
