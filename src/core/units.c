@@ -82,7 +82,7 @@ static int add_units(UnitActions *a, char ***list, char *const *units, const Ima
 static int consider(UnitActions *a, const Image *img) {
         int r;
 
-        if (img->reload_manager || img->restart_units || img->reload_or_restart_units)
+        if (img->reload_manager || strv_length(img->restart_units) > 0 || strv_length(img->reload_or_restart_units) > 0)
                 a->reload = true;
         r = add_units(a, &a->restart, img->restart_units, img, "EXTENSION_RESTART_UNITS");
         if (r >= 0)

@@ -61,8 +61,10 @@ int main(void) {
                 u = plan(b, 1, NULL, 0, IMAGE_CLASS_ALL);
                 CHECK(u.reload);
                 unit_actions_done(&u);
-                /* An image without units: never a reload. */
+                /* An image without units (an empty list, as read back from the journal, too):
+                 * never a reload. */
                 Image c[] = { img("y", IMAGE_CLASS_SYSEXT, 1, false, NULL, NULL) };
+                c[0].restart_units = calloc(1, sizeof(char *));
                 u = plan(NULL, 0, c, 1, IMAGE_CLASS_ALL);
                 CHECK(!u.reload && !u.restart && !u.warnings);
                 unit_actions_done(&u);
