@@ -5,10 +5,15 @@
  *   1. lock run/sysextd/lock; load the journal and the tree records
  *   2. inspect each hierarchy: the stack of mounts at it, which of them are ours (tree.h)
  *   3. recover (recover.c): a pending record left by a crash, stacks others disturbed
- *   4. discover and probe images (merge, refresh)
- *   5. plan (plan.c, pure): per hierarchy build, base, detach or keep, or refuse
+ *   4. merge, refresh: the mutable set-up of each hierarchy (mutable.c), then discover and
+ *      probe the images of every class the call covers (sysext, confext)
+ *   5. plan (plan.c, pure): per hierarchy build, base, detach or keep, or refuse; create the
+ *      hierarchies the plan builds that do not exist
  *   6. execute (execute.c): stage, begin, swap (swap.c), commit
- * A failure in 1-5 leaves the live tree exactly as it was; for 6 see execute.c.
+ *   7. unlock; for the running system, what images that ship units ask of the service
+ *      manager (units.c, decided in 6 before the journal changes)
+ * A failure in 1-5 leaves the live tree exactly as it was (a hierarchy created in 5 stays,
+ * empty, as systemd-sysext leaves it); for 6 see execute.c.
  */
 #include <dirent.h>
 #include <fcntl.h>

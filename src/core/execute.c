@@ -2,14 +2,15 @@
 /*
  * Carrying out a plan, in this order:
  *
- *   1. stage:  the staging worker builds every new tree off to the side  (nothing visible
- *              changed; a failure: nothing to undo)
+ *   1. stage:  a fresh work directory for every writable tree (mutable.h), then the staging
+ *              worker builds every new tree off to the side  (nothing visible changed; a
+ *              failure: the work directories go, nothing else to undo)
  *   2. begin:  a record for every new tree (its identity, taken from the detached mount),
  *              then state.json with the pending record: old and new tree per hierarchy
  *              (nothing visible changed; a failure: the new records go, nothing else)
  *   3. swap:   swap.c, all hierarchies or none
- *   4. commit: state.json with what is live now and the new generation; the records of the
- *              trees that went are removed
+ *   4. commit: state.json with what is live now and the new generation; the records (and
+ *              work directories) of the trees that went are removed
  * A crash after 2 is resolved by the next start from the pending record (recover.c).  A
  * commit that cannot be written (a full run/) leaves the pending record of step 2 in place:
  * the new tree is live, the message says so, and the next start records it.

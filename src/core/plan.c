@@ -17,13 +17,18 @@
  *   unmerge| L with extensions    | C ? BASE : DETACH
  *          | L base only          | C ? KEEP : DETACH
  *          | no L                 | KEEP
+ * "N" also holds in a mutable mode (mutable.h) without extension content: every hierarchy
+ * of the class gets a tree.  A hierarchy that does not exist is BUILT, with "create", when N
+ * (a mutable mode counts only with an upper or imported directory), and left alone otherwise.
+ * A hierarchy of a class the call does not cover (--class=) is KEPT as it is.
  * Replacing L without MOVE_MOUNT_BENEATH is refused unless degraded mode is allowed.
  *
  * Images, for merge and refresh: a refused image fails the transition under --strict; a
  * refused update of an extension that is live now keeps the current tree (the transition is
  * refused), unless the refusal is the policy's (the trusted certificates or ImagePolicy=
  * changed): such an image is taken out, with a note.  A merge without any compatible image
- * is refused ("no suitable extensions").
+ * is no error (no_images, as with systemd-sysext) unless images were refused: then it is
+ * refused.
  */
 #include <stdarg.h>
 #include <stdio.h>
