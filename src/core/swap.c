@@ -24,8 +24,8 @@
  *                         |                    | forward, B discarded, the journal marked
  *                         |                    | incomplete (the next refresh completes B)
  *   1, A and B placed     | old A, old B       | error: both taken back; crash: both finished
- *   2, A sealed           | old A (read-only   | A unsealed (as for 1)
- *                         | for that moment)   |
+ *   2, A sealed           | old A, read-only   | error: A writable again, both taken back;
+ *                         | for that moment    | crash: both finished forward (all placed)
  *   3, A detached         | new A, old B       | finishes B (detaches its old top)
  *   3, both detached      | new A, new B       | commits the pending record
  *   1-3, a foreign        | the foreign mount  | keeps the record while it covers the tree;
