@@ -169,6 +169,20 @@ assert_file_content "$R/opt/self.txt" self
 rm -f "$R/opt/self.txt"
 reset
 
+check "a symlink to the hierarchy itself on a read-only hierarchy is refused"
+mkdir -p "$M"
+ln -s ../../../opt "$M/opt"
+mount --bind -o ro "$R/opt" "$R/opt"
+before=$(mountinfo_under "$R")
+for mode in auto yes; do
+	run_sysextd --mutable=$mode merge
+	assert_failed "merge --mutable=$mode, the read-only hierarchy as its own upper directory"
+	assert_contains "$ERR" "read-only" "the refusal ($mode)"
+	assert_eq "$(mountinfo_under "$R")" "$before" "mount table after the refusal ($mode)"
+done
+umount "$R/opt"
+reset
+
 check "import of a symlink to the hierarchy itself is refused"
 mkdir -p "$M"
 ln -s ../../../opt "$M/opt"
