@@ -56,6 +56,13 @@ bool strv_contains(char *const *l, const char *value) {
         return false;
 }
 
+int string_table_find(const char *const *table, size_t n, const char *s) {
+        for (size_t i = 0; s && i < n; i++)
+                if (table[i] && streq(table[i], s))
+                        return (int) i;
+        return -EINVAL;
+}
+
 char *strv_join(char *const *l, const char *separator) {
         size_t n = 0, k = strlen(separator);
         char *r, *p;

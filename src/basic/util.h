@@ -20,6 +20,8 @@ size_t strv_length(char *const *l);
 int strv_push(char ***l, char *value);         /* takes ownership of value, also on failure */
 int strv_extend(char ***l, const char *value); /* copies value */
 bool strv_contains(char *const *l, const char *value);
+/* The index of s in a table of n names (NULL entries skipped), -EINVAL if it is none. */
+int string_table_find(const char *const *table, size_t n, const char *s);
 char *strv_join(char *const *l, const char *separator);
 int strv_split(const char *s, const char *separators, char ***ret);
 #define STRV_FOREACH(s, l) for (char *const *s = (l); s && *s; s++)

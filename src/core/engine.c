@@ -567,6 +567,42 @@ static uint64_t transition_stamp(Engine *e, const EngineOptions *o, const Mutabl
         return stamp;
 }
 
+/* Why a transition had nothing to do; a merge that found no image is no error (as with
+ * systemd-sysext), but its callers can tell (ENGINE_ERROR_NO_IMAGES with r = 0). */
+static void report_nothing_to_do(Engine *e, EngineVerb verb, const Plan *plan, bool unchanged) {
+        if (unchanged)
+                log_info("Extensions under %s are unchanged, nothing to do: skipping extension refresh because no change was found, use --always-refresh=yes to always do a refresh.",
+                         e->root);
+        else if (verb == ENGINE_UNMERGE)
+                log_info("No extensions are merged under %s, nothing to do.", e->root);
+        else if (plan->no_images && verb == ENGINE_MERGE) {
+                free(e->result.message);
+                if ((plan->n_incompatible > 0
+                             ? asprintf(&e->result.message, "No suitable extensions found (%zu ignored due to incompatible image(s)).",
+                                        plan->n_incompatible)
+                             : asprintf(&e->result.message, "No extensions found.")) < 0)
+                        e->result.message = NULL;
+                e->result.error = ENGINE_ERROR_NO_IMAGES;
+                log_info("%s", strna(e->result.message));
+        } else if (plan->no_images)
+                log_info("No extensions found.");
+        else
+                log_info("Nothing to do under %s.", e->root);
+}
+
+static int log_using(const ImageList *images) {
+        _cleanup_strv_free_ char **used = NULL;
+        _cleanup_free_ char *joined = NULL, *safe = NULL;
+
+        for (size_t i = 0; i < images->n; i++)
+                if (images->images[i].verdict == IMAGE_COMPATIBLE && strv_extend(&used, images->images[i].name) < 0)
+                        return -ENOMEM;
+        joined = used ? strv_join(used, "', '") : NULL;
+        if (joined)
+                log_info("Using extensions '%s'.", string_safe(joined, &safe));
+        return 0;
+}
+
 static unsigned covered_classes(const EngineOptions *o) {
         return o->classes ? o->classes & IMAGE_CLASS_ALL : IMAGE_CLASS_ALL;
 }
@@ -680,28 +716,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 log_debug("Plan for %s: %s%s.", states[i].path, hierarchy_action_to_string(plan.hierarchies[i].action),
                           plan.hierarchies[i].replace ? " (beneath the live tree)" : "");
         if (!plan.any_work) {
-                if (unchanged)
-                        log_info("Extensions under %s are unchanged, nothing to do: skipping extension refresh because no change was found, use --always-refresh=yes to always do a refresh.",
-                                 e->root);
-                else if (verb == ENGINE_UNMERGE)
-                        log_info("No extensions are merged under %s, nothing to do.", e->root);
-                else if (plan.no_images && verb == ENGINE_MERGE) {
-                        /* Not an error, as with systemd-sysext; the daemon still tells its
-                         * callers apart (org.sysextd1.Error.NoImages). */
-                        free(e->result.message);
-                        if (plan.n_incompatible > 0)
-                                r = asprintf(&e->result.message, "No suitable extensions found (%zu ignored due to incompatible image(s)).",
-                                             plan.n_incompatible);
-                        else
-                                r = asprintf(&e->result.message, "No extensions found.");
-                        if (r < 0)
-                                e->result.message = NULL;
-                        e->result.error = ENGINE_ERROR_NO_IMAGES;
-                        log_info("%s", strna(e->result.message));
-                } else if (plan.no_images)
-                        log_info("No extensions found.");
-                else
-                        log_info("Nothing to do under %s.", e->root);
+                report_nothing_to_do(e, verb, &plan, unchanged);
                 r = 0;
                 goto finish;
         }
@@ -709,18 +724,9 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 log_info("No extensions found, proceeding in mutable mode.");
 
         if (verb != ENGINE_UNMERGE) {
-                _cleanup_strv_free_ char **used = NULL;
-                _cleanup_free_ char *joined = NULL, *safe = NULL;
-
-                for (size_t i = 0; i < images.n; i++)
-                        if (images.images[i].verdict == IMAGE_COMPATIBLE && strv_extend(&used, images.images[i].name) < 0) {
-                                r = -ENOMEM;
-                                goto finish;
-                        }
-                joined = used ? strv_join(used, "', '") : NULL;
-                if (joined)
-                        log_info("Using extensions '%s'.", string_safe(joined, &safe));
-                r = create_hierarchies(e, &j, states, views, &plan, n);
+                r = log_using(&images);
+                if (r >= 0)
+                        r = create_hierarchies(e, &j, states, views, &plan, n);
                 if (r < 0)
                         goto finish;
                 for (size_t i = 0; i < n; i++)

@@ -55,10 +55,7 @@ const char *image_kind_to_string(ImageKind k) {
 }
 
 int image_kind_from_string(const char *s) {
-        for (int i = 0; i < _IMAGE_KIND_MAX; i++)
-                if (streq(s, kind_table[i]))
-                        return i;
-        return -EINVAL;
+        return string_table_find(kind_table, _IMAGE_KIND_MAX, s);
 }
 
 static const char *const verdict_table[_IMAGE_VERDICT_MAX] = {
@@ -73,10 +70,7 @@ const char *image_verdict_to_string(ImageVerdict v) {
 }
 
 int image_verdict_from_string(const char *s) {
-        for (int i = 0; i < _IMAGE_VERDICT_MAX; i++)
-                if (streq(s, verdict_table[i]))
-                        return i;
-        return -EINVAL;
+        return string_table_find(verdict_table, _IMAGE_VERDICT_MAX, s);
 }
 
 static const char *const policy_table[_IMAGE_POLICY_MAX] = {
@@ -91,10 +85,7 @@ const char *image_policy_to_string(ImagePolicy p) {
 }
 
 int image_policy_from_string(const char *s) {
-        for (int i = 0; i < _IMAGE_POLICY_MAX; i++)
-                if (streq(s, policy_table[i]))
-                        return i;
-        return -EINVAL;
+        return string_table_find(policy_table, _IMAGE_POLICY_MAX, s);
 }
 
 /* The most an image partition may be under a set of systemd partition policy flags. */
@@ -349,10 +340,7 @@ const char *image_class_to_string(ImageClass c) {
 }
 
 int image_class_from_string(const char *s) {
-        for (int i = 0; i < _IMAGE_CLASS_MAX; i++)
-                if (streq_ptr(s, class_table[i]))
-                        return i;
-        return -EINVAL;
+        return string_table_find(class_table, _IMAGE_CLASS_MAX, s);
 }
 
 int image_list_append(ImageList *a, ImageList *b) {

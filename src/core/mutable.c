@@ -34,11 +34,10 @@ const char *mutable_mode_to_string(MutableMode m) {
 }
 
 int mutable_mode_from_string(const char *s) {
-        if (!s)
-                return -EINVAL;
-        for (int i = 0; i < _MUTABLE_MAX; i++)
-                if (streq(s, mode_names[i]))
-                        return i;
+        int i = string_table_find(mode_names, _MUTABLE_MAX, s);
+
+        if (i >= 0 || !s)
+                return i;
         if (STR_IN_SET(s, "1", "y", "true", "t", "on"))
                 return MUTABLE_YES;
         if (STR_IN_SET(s, "0", "n", "false", "f", "off"))

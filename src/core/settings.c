@@ -102,11 +102,13 @@ static int normalize_path(const char *s, char **ret) {
         return 0;
 }
 
-static int parse_paths(const char *v, char ***ret) {
+/* A list of absolute paths split at any of separators, normalized below the root; with
+ * allow_root false, "/" itself is refused. */
+static int parse_path_list(const char *v, const char *separators, bool allow_root, char ***ret) {
         _cleanup_strv_free_ char **l = NULL, **rel = NULL;
         int r;
 
-        r = strv_split(v, " \t", &l);
+        r = strv_split(v, separators, &l);
         if (r < 0)
                 return r;
         if (strv_length(l) == 0)
@@ -122,6 +124,10 @@ static int parse_paths(const char *v, char ***ret) {
                 r = normalize_path(*p, &n);
                 if (r < 0)
                         return r;
+                if (!allow_root && isempty(n)) {
+                        free(n);
+                        return -EINVAL;
+                }
                 r = strv_push(&rel, n);
                 if (r < 0)
                         return r;
@@ -129,6 +135,11 @@ static int parse_paths(const char *v, char ***ret) {
         strv_free(*ret);
         *ret = TAKE_PTR(rel);
         return 0;
+}
+
+static int parse_paths(const char *v, char ***ret) {
+        /* "/" is caught by config_validate(), with a message of its own. */
+        return parse_path_list(v, " \t", true, ret);
 }
 
 static ImageClass section_class(const char *section) {
@@ -430,36 +441,6 @@ static void read_systemd_conf(int root_fd, const char *name, const char *section
         }
 }
 
-/* $SYSTEMD_SYSEXT_HIERARCHIES: "/usr:/opt", absolute, not "/", not empty. */
-static int parse_env_hierarchies(const char *v, char ***ret) {
-        _cleanup_strv_free_ char **l = NULL, **rel = NULL;
-        int r;
-
-        r = strv_split(v, ":", &l);
-        if (r < 0)
-                return r;
-        if (strv_length(l) == 0)
-                return -EINVAL;
-        STRV_FOREACH(p, l) {
-                char *n;
-
-                if (!utf8_is_valid(*p) || string_has_control(*p))
-                        return -EINVAL;
-                r = normalize_path(*p, &n);
-                if (r < 0)
-                        return r;
-                if (isempty(n)) {
-                        free(n);
-                        return -EINVAL;
-                }
-                r = strv_push(&rel, n);
-                if (r < 0)
-                        return r;
-        }
-        *ret = TAKE_PTR(rel);
-        return 0;
-}
-
 int config_apply_environment(EngineConfig *c, char **ret_message) {
         static const char *const hier[_IMAGE_CLASS_MAX] = { "SYSTEMD_SYSEXT_HIERARCHIES", "SYSTEMD_CONFEXT_HIERARCHIES" };
         static const char *const mode[_IMAGE_CLASS_MAX] = { "SYSTEMD_SYSEXT_MUTABLE_MODE", "SYSTEMD_CONFEXT_MUTABLE_MODE" };
@@ -474,7 +455,8 @@ int config_apply_environment(EngineConfig *c, char **ret_message) {
 
                 if (v) {
                         char **l = NULL;
-                        r = parse_env_hierarchies(v, &l);
+                        /* "/usr:/opt": absolute, not "/", not empty. */
+                        r = parse_path_list(v, ":", false, &l);
                         if (r == -ENOMEM)
                                 return r;
                         if (r < 0)
