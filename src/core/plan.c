@@ -26,9 +26,9 @@
  * Images, for merge and refresh: a refused image fails the transition under --strict; a
  * refused update of an extension that is live now keeps the current tree (the transition is
  * refused), unless the refusal is the policy's (the trusted certificates or ImagePolicy=
- * changed): such an image is taken out, with a note.  A merge without any compatible image
- * is no error (no_images, as with systemd-sysext) unless images were refused: then it is
- * refused.
+ * changed): such an image is taken out, with a note.  A merge that finds no image at all is
+ * no error (no_images, as with systemd-sysext); one whose images were all incompatible
+ * (n_incompatible) or refused fails: the engine says which.
  */
 #include <stdarg.h>
 #include <stdio.h>

@@ -9,6 +9,7 @@
 
 #define SYSEXTD_ERROR_FAILED "org.sysextd1.Error.Failed"
 #define SYSEXTD_ERROR_NO_IMAGES "org.sysextd1.Error.NoImages"
+#define SYSEXTD_ERROR_NO_SUITABLE_IMAGES "org.sysextd1.Error.NoSuitableImages"
 #define SYSEXTD_ERROR_ALREADY_MERGED "org.sysextd1.Error.AlreadyMerged"
 #define SYSEXTD_ERROR_IMAGE_REFUSED "org.sysextd1.Error.ImageRefused"
 #define SYSEXTD_ERROR_KERNEL_REFUSED "org.sysextd1.Error.KernelRefused"

@@ -35,6 +35,8 @@ static const char *error_name(EngineError kind) {
         switch (kind) {
         case ENGINE_ERROR_NO_IMAGES:
                 return SYSEXTD_ERROR_NO_IMAGES;
+        case ENGINE_ERROR_NO_SUITABLE_IMAGES:
+                return SYSEXTD_ERROR_NO_SUITABLE_IMAGES;
         case ENGINE_ERROR_ALREADY_MERGED:
                 return SYSEXTD_ERROR_ALREADY_MERGED;
         case ENGINE_ERROR_IMAGE_REFUSED:

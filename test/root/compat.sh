@@ -24,15 +24,42 @@ assert_ok "merge without images"
 assert_contains "$ERR" "No extensions found." "merge without images"
 ! is_overlay "$R/usr" || fail "/usr became an overlay"
 
-check "exit status: only incompatible images is 0, with the count"
+check "exit status: only incompatible images is 1, with the count (systemd's TEST-50 expects merge to fail)"
 t=$(EXT_RELEASE='ID=otheros
 VERSION_ID=9' ext_tree alien)
 ext_file "$t" usr/share/alien/f alien
 mk_dir "$t" "$E/alien"
 run_sysextd merge
-assert_ok "merge with only an incompatible image"
-assert_contains "$ERR" "No suitable extensions found (1 ignored due to incompatible image(s))." "message"
+assert_rc 1 "merge with only an incompatible image"
+assert_contains "$ERR" "No suitable extensions found (1 ignored due to incompatible image(s)); nothing was merged" "message"
+assert_contains "$ERR" "alien" "the skipped image is named"
 assert_missing "$R/usr/share/alien/f"
+! is_overlay "$R/usr" || fail "/usr became an overlay"
+for bad in 'ID=otheros' 'ID=otheros
+ID_LIKE=alsoother' 'ID_LIKE=testos' "ID=_any
+ARCHITECTURE=s390" "ID=$(. "$R/usr/lib/os-release"; echo "$ID")
+VERSION_ID=0.0.0-no"; do
+	printf '%s\n' "$bad" >"$E/alien/usr/lib/extension-release.d/extension-release.alien"
+	run_sysextd merge
+	assert_rc 1 "merge with only an image of release '${bad//$'\n'/ }'"
+	assert_contains "$ERR" "No suitable extensions found (1 ignored" "message for '${bad//$'\n'/ }'"
+done
+check "an incompatible image next to a compatible one is skipped, the merge succeeds"
+t=$(ext_tree fine)
+ext_file "$t" usr/share/fine/f fine
+mk_dir "$t" "$E/fine"
+run_sysextd merge
+assert_ok "merge with one compatible and one incompatible image"
+assert_file_content "$R/usr/share/fine/f" fine
+assert_missing "$R/usr/share/alien/f"
+run_sysextd unmerge
+assert_ok "unmerge"
+rm -rf "$E/fine"
+printf 'ID=otheros\nVERSION_ID=9\n' >"$E/alien/usr/lib/extension-release.d/extension-release.alien"
+check "refresh with only incompatible images is 0 and leaves nothing merged"
+run_sysextd refresh
+assert_ok "refresh with only an incompatible image"
+! is_overlay "$R/usr" || fail "/usr became an overlay"
 
 check "--force merges it (release files not matched), and one without a release file"
 mkdir -p "$E/norel/usr/share/norel"
@@ -216,8 +243,18 @@ rm -rf "$E/dirext.v" "$E/suff.sysext.raw"
 
 check "an empty directory of the same name in an earlier search directory masks an image"
 mkdir -p "$R/etc/extensions/app"
+t=$(ext_tree other)
+ext_file "$t" usr/share/other/f other
+mk_dir "$t" "$E/other"
 run_sysextd merge
 assert_ok "merge with app masked"
+assert_missing "$R/usr/share/app/version"
+assert_file_content "$R/usr/share/other/f" other
+run_sysextd unmerge
+rm -rf "$E/other"
+run_sysextd merge
+assert_rc 1 "merge with the only image masked"
+assert_contains "$ERR" "$R/etc/extensions/app" "the mask is named"
 assert_missing "$R/usr/share/app/version"
 rmdir "$R/etc/extensions/app"
 run_sysextd merge
