@@ -9,7 +9,9 @@
 # hierarchy's permissions through merge and unmerge; a mutable directory of other permissions;
 # ID, ID_LIKE and a non-matching ID.  Each case checks which of the three marker files
 # (image, hierarchy, mutable directory) are visible after merge and after unmerge, whether
-# the merged tree is writable and where a write lands.
+# the merged tree is writable and where a write lands.  The same cases run again for
+# configuration extensions (`--class=confext`, /etc, var/lib/confexts, etc/extension-release.d,
+# $SYSTEMD_CONFEXT_MUTABLE_MODE), as systemd-confext takes them.
 set -uo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -18,20 +20,38 @@ require_fs overlay
 make_root
 set -u
 
-H=/opt
+# set_class sysext|confext — the hierarchy, search directory, release file and variable
+set_class() {
+	CLASS=$1
+	if [[ $CLASS == sysext ]]; then
+		H=/opt SEARCH=var/lib/extensions REL=usr/lib/extension-release.d ENV=SYSTEMD_SYSEXT_MUTABLE_MODE
+	else
+		H=/etc SEARCH=var/lib/confexts REL=etc/extension-release.d ENV=SYSTEMD_CONFEXT_MUTABLE_MODE
+	fi
+}
+# menv MODE COMMAND... — COMMAND with the class's mutable-mode variable set to MODE
+menv() { local mode=$1; shift; (export "$ENV=$mode"; "$@"); }
 IMG=preexisting-file-in-extension-image
 HIER=preexisting-file-in-hierarchy
 MUT=preexisting-file-in-extensions-mutable
 
-sx() { local root=$1; shift; "$SYSEXTD" --no-bus --root="$root" "$@"; }
+# sx ROOT ARGS... — what systemd-sysext ROOT ARGS... (or systemd-confext) is for sysextd
+sx() {
+	local root=$1; shift
+	if [[ $CLASS == sysext ]]; then
+		"$SYSEXTD" --no-bus --root="$root" "$@"
+	else
+		"$SYSEXTD" --no-bus --class=confext --root="$root" "$@"
+	fi
+}
 new_root() { # ROOT — the hierarchy, /usr/lib with os-release, the search and mutable dirs
-	mkdir -p "$1$H" "$1/usr/lib" "$1/var/lib/extensions" "$1/var/lib/extensions.mutable"
+	mkdir -p "$1$H" "$1/usr/lib" "$1/$SEARCH" "$1/var/lib/extensions.mutable"
 	printf 'ID=testtest\nVERSION=1.2.3\n' >"$1/usr/lib/os-release"
 }
 new_ext() { # ROOT [RELEASE] — the extension, with a file in the hierarchy
-	local d=$1/var/lib/extensions/test-extension
-	mkdir -p "$d/usr/lib/extension-release.d" "$d$H"
-	printf '%b\n' "${2:-ID=_any}" >"$d/usr/lib/extension-release.d/extension-release.test-extension"
+	local d=$1/$SEARCH/test-extension
+	mkdir -p "$d/$REL" "$d$H"
+	printf '%b\n' "${2:-ID=_any}" >"$d/$REL/extension-release.test-extension"
 	touch "$d$H/$IMG"
 }
 new_mutable() { mkdir -p "$1"; touch "$1/$MUT"; }
@@ -95,28 +115,28 @@ case_yes_creates() { local m=$1/var/lib/extensions.mutable$H; new_root "$1"; new
 case_auto_without_dir() { new_root "$1"; new_ext "$1"; ro_hierarchy "$1"
 	sx "$1" --mutable=auto merge; merged_ro "$1"; seen "$1" eh; sx "$1" unmerge; seen "$1" h; }
 case_env_yes() { local m=$1/var/lib/extensions.mutable$H; new_root "$1"; new_ext "$1"; ro_hierarchy "$1"; test ! -d "$m"
-	SYSTEMD_SYSEXT_MUTABLE_MODE=yes sx "$1" merge; test -d "$m"; merged_rw "$1" now-is-mutable; seen "$1" eh
-	test -f "$m/now-is-mutable"; SYSTEMD_SYSEXT_MUTABLE_MODE=yes sx "$1" unmerge; seen "$1" h
+	menv yes sx "$1" merge; test -d "$m"; merged_rw "$1" now-is-mutable; seen "$1" eh
+	test -f "$m/now-is-mutable"; menv yes sx "$1" unmerge; seen "$1" h
 	test -f "$m/now-is-mutable"; test ! -f "$1$H/now-is-mutable"; }
 case_env_auto_without_dir() { new_root "$1"; new_ext "$1"; ro_hierarchy "$1"
-	SYSTEMD_SYSEXT_MUTABLE_MODE=auto sx "$1" --mutable=auto merge; merged_ro "$1"; seen "$1" eh
-	SYSTEMD_SYSEXT_MUTABLE_MODE=auto sx "$1" unmerge; seen "$1" h; }
+	menv auto sx "$1" --mutable=auto merge; merged_ro "$1"; seen "$1" eh
+	menv auto sx "$1" unmerge; seen "$1" h; }
 case_env_auto() { local m=$1/var/lib/extensions.mutable$H; ro_with_mutable "$1"
-	SYSTEMD_SYSEXT_MUTABLE_MODE=auto auto_shape "$1" "$m" ehu h sx "$1" merge; }
-case_env_no() { ro_with_mutable "$1"; SYSTEMD_SYSEXT_MUTABLE_MODE=no sx "$1" merge; merged_ro "$1"; seen "$1" eh
-	SYSTEMD_SYSEXT_MUTABLE_MODE=no sx "$1" unmerge; seen "$1" h; }
-case_env_import() { ro_with_mutable "$1"; SYSTEMD_SYSEXT_MUTABLE_MODE=import sx "$1" merge; merged_ro "$1"; seen "$1" ehu
-	SYSTEMD_SYSEXT_MUTABLE_MODE=import sx "$1" unmerge; seen "$1" h; }
-case_option_beats_env() { ro_with_mutable "$1"; SYSTEMD_SYSEXT_MUTABLE_MODE=yes sx "$1" --mutable=no merge; merged_ro "$1"
-	seen "$1" eh; SYSTEMD_SYSEXT_MUTABLE_MODE=yes sx "$1" unmerge; seen "$1" h; }
+	auto_shape "$1" "$m" ehu h menv auto sx "$1" merge; }
+case_env_no() { ro_with_mutable "$1"; menv no sx "$1" merge; merged_ro "$1"; seen "$1" eh
+	menv no sx "$1" unmerge; seen "$1" h; }
+case_env_import() { ro_with_mutable "$1"; menv import sx "$1" merge; merged_ro "$1"; seen "$1" ehu
+	menv import sx "$1" unmerge; seen "$1" h; }
+case_option_beats_env() { ro_with_mutable "$1"; menv yes sx "$1" --mutable=no merge; merged_ro "$1"
+	seen "$1" eh; menv yes sx "$1" unmerge; seen "$1" h; }
 ephemeral_shape() { # ROOT SEEN-AFTER-MERGE MERGE-COMMAND...
 	local r=$1 a=$2 m=$1/var/lib/extensions.mutable$H; shift 2
 	"$@"; merged_rw "$r" now-is-mutable; seen "$r" "$a"; test ! -f "$m/now-is-mutable"
 	sx "$r" unmerge; seen "$r" h; test ! -f "$m/now-is-mutable"; test ! -f "$r$H/now-is-mutable"; }
 case_ephemeral() { ro_with_mutable "$1"; ephemeral_shape "$1" eh sx "$1" --mutable=ephemeral merge; }
-case_env_ephemeral() { ro_with_mutable "$1"; SYSTEMD_SYSEXT_MUTABLE_MODE=ephemeral ephemeral_shape "$1" eh sx "$1" merge; }
+case_env_ephemeral() { ro_with_mutable "$1"; ephemeral_shape "$1" eh menv ephemeral sx "$1" merge; }
 case_ephemeral_import() { ro_with_mutable "$1"; ephemeral_shape "$1" ehu sx "$1" --mutable=ephemeral-import merge; }
-case_env_ephemeral_import() { ro_with_mutable "$1"; SYSTEMD_SYSEXT_MUTABLE_MODE=ephemeral-import ephemeral_shape "$1" ehu sx "$1" merge; }
+case_env_ephemeral_import() { ro_with_mutable "$1"; ephemeral_shape "$1" ehu menv ephemeral-import sx "$1" merge; }
 self_import() { new_root "$1"; new_ext "$1"; new_mutable "$1$H"; ln -sfTr "$1$H" "$1/var/lib/extensions.mutable$H"; with_file "$1"; }
 case_ephemeral_import_self_fails() { self_import "$1"; ! sx "$1" --mutable=ephemeral-import merge; seen "$1" hu; }
 case_import_self_fails() { self_import "$1"; ! sx "$1" --mutable=import merge; seen "$1" hu; }
@@ -141,19 +161,22 @@ case_matching_id_like_list() { new_root "$1"; new_ext "$1" 'ID=something_else\nI
 cases=$(declare -F | awk '$3 ~ /^case_/ {print $3}')
 failed=()
 n=0
-for c in $cases; do
-	n=$((n + 1))
-	root=$R/cases/${c#case_}
-	check "${c#case_}"
-	# not inside a condition: there, bash would ignore set -e in the case's body
-	(set -e; "$c" "$root") >"$WORK/$c.log" 2>&1
-	rc=$?
-	if [[ $rc -ne 0 ]]; then
-		failed+=("${c#case_}")
-		sed 's/^/  | /' "$WORK/$c.log" >&2
-	fi
-	# whatever the case left mounted goes, innermost first
-	findmnt -rn -o TARGET | grep "^$root" | sort -r | while read -r m; do umount -l "$m"; done
+for class in sysext confext; do
+	set_class "$class"
+	for c in $cases; do
+		n=$((n + 1))
+		root=$R/cases/$class/${c#case_}
+		check "$class: ${c#case_}"
+		# not inside a condition: there, bash would ignore set -e in the case's body
+		(set -e; "$c" "$root") >"$WORK/$class-$c.log" 2>&1
+		rc=$?
+		if [[ $rc -ne 0 ]]; then
+			failed+=("$class:${c#case_}")
+			sed 's/^/  | /' "$WORK/$class-$c.log" >&2
+		fi
+		# whatever the case left mounted goes, innermost first
+		findmnt -rn -o TARGET | grep "^$root" | sort -r | while read -r m; do umount -l "$m"; done
+	done
 done
 log "$((n - ${#failed[@]})) of $n cases pass"
 [[ ${#failed[@]} -eq 0 ]] || fail "cases that fail: ${failed[*]}"
