@@ -374,6 +374,23 @@ static int refuse(Image *img, ImageVerdict v, const char *fmt, ...) {
         return 0;
 }
 
+/* An entry that is a symlink leading nowhere inside the root: name where it points (resolved
+ * inside the root, so an absolute target names a path under the root, not on the host). */
+static void refuse_dangling(Image *img, int dir_fd, const char *entry) {
+        _cleanup_free_ char *buf = NULL;
+        char target[PATH_MAX];
+        ssize_t n = readlinkat(dir_fd, entry, target, sizeof(target) - 1);
+
+        if (n < 0) {
+                refuse(img, IMAGE_REFUSED, "cannot open %s: it is a symbolic link to nothing", entry);
+                return;
+        }
+        target[n] = '\0';
+        refuse(img, IMAGE_REFUSED, "cannot open %s: it is a symbolic link to %s, which does not exist %s", entry,
+               string_safe(target, &buf), target[0] == '/' ? "under the root (links are resolved inside it)"
+                                                           : "inside the root");
+}
+
 static int refuse_by_policy(Image *img, const char *fmt, ...) {
         va_list ap;
 
@@ -691,9 +708,10 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                         invalid = image_name_invalid_reason(name);
                         if (invalid)
                                 refuse(img, IMAGE_REFUSED, "%s", invalid);
+                        else if (fd == -ENOENT)
+                                refuse_dangling(img, dirfd(d), entry);
                         else if (fd < 0)
-                                refuse(img, IMAGE_REFUSED, "cannot open %s: %s", entry,
-                                       fd == -ENOENT ? "it is a symbolic link to nothing" : strerror(-fd));
+                                refuse(img, IMAGE_REFUSED, "cannot open %s: %s", entry, strerror(-fd));
                         else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
                                 refuse(img, IMAGE_REFUSED, "%s is %s, not an image file or directory", entry,
                                        inode_type_name(st.st_mode));

@@ -230,7 +230,10 @@ ln -s "$outside/evildir" "$ext/evildir"
 for n in evil evil2 evildir; do
 	list_image "$n"
 	assert_eq "$STATUS" refused "status of $n (a symlink out of the root)"
+	assert_contains "$REASON" "symbolic link to " "reason for $n"
+	assert_contains "$REASON" "does not exist" "reason for $n"
 done
+assert_contains "$REASON" "symbolic link to $outside/evildir, which does not exist under the root" "the reason names the target"
 run_sysextd merge
 assert_ok "merge"
 assert_missing "$R/usr/share/evil/file"
