@@ -586,7 +586,10 @@ static int report_nothing_to_do(Engine *e, EngineVerb verb, const Plan *plan, bo
                 e->result.message = strdup("No extensions found.");
                 e->result.error = ENGINE_ERROR_NO_IMAGES;
                 log_info("%s", strna(e->result.message));
-        } else if (plan->no_images)
+        } else if (plan->no_images && plan->n_incompatible + plan->n_refused > 0)
+                log_info("No suitable extensions found (%zu ignored due to incompatible image(s), %zu refused); nothing is merged.",
+                         plan->n_incompatible, plan->n_refused);
+        else if (plan->no_images)
                 log_info("No extensions found.");
         else
                 log_info("Nothing to do under %s.", e->root);

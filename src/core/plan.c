@@ -234,6 +234,7 @@ static int check_images(const PlanInput *in, Plan *p) {
         }
 
         p->n_incompatible = n_incompatible;
+        p->n_refused = n_refused;
         if (n_compatible == 0 && in->verb == ENGINE_MERGE && n_refused > 0)
                 return refuse(p, ENGINE_ERROR_IMAGE_REFUSED, ENOENT,
                               "No extension could be merged: %zu refused, %zu incompatible; nothing was merged.", n_refused,

@@ -92,10 +92,12 @@ typedef struct Plan {
         char *message;
         /* Notes for the log: images taken out because they no longer pass the policy. */
         char **dropped;
-        /* Merge and refresh found no compatible image (none refused either): not an error, as
-         * with systemd-sysext; mutable modes still build their trees. */
+        /* Merge and refresh found no compatible image; mutable modes still build their trees.
+         * With no image at all that is no error, as with systemd-sysext; a merge whose images
+         * were all incompatible or refused fails (the counts say which). */
         bool no_images;
         size_t n_incompatible;
+        size_t n_refused;
 } Plan;
 
 void plan_done(Plan *p);

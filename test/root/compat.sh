@@ -59,6 +59,7 @@ printf 'ID=otheros\nVERSION_ID=9\n' >"$E/alien/usr/lib/extension-release.d/exten
 check "refresh with only incompatible images is 0 and leaves nothing merged"
 run_sysextd refresh
 assert_ok "refresh with only an incompatible image"
+assert_contains "$ERR" "No suitable extensions found (1 ignored due to incompatible image(s), 0 refused)" "refresh's message"
 ! is_overlay "$R/usr" || fail "/usr became an overlay"
 
 check "--force merges it (release files not matched), and one without a release file"
