@@ -283,66 +283,62 @@ static void forget_new_trees(Engine *e, Journal *j, Work *work, size_t n_work) {
                 }
 }
 
-int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *states, const PlanHierarchy *views,
-                       const Plan *plan, ImageList *images, const ExecuteOptions *o, bool *ret_changed) {
-        Work work[HIERARCHIES_MAX] = {};
-        SwapTarget targets[HIERARCHIES_MAX];
-        size_t n_work = 0;
-        uint64_t generation = j->generation + 1;
-        _cleanup_free_ char *msg = NULL;
-        bool changed = false;
-        int r, swap_r;
+/* What each hierarchy that changes needs: the new tree's id, the run of ours on top (for the
+ * worker to take off in its namespace to reach the base) and the mount points below it. */
+static int prepare_work(const Plan *plan, const PlanHierarchy *views, const HierarchyState *states, Work *work,
+                        size_t *ret_n) {
+        size_t n = 0;
+        int r;
 
-        for (size_t i = 0; i < plan->n_hierarchies && n_work < HIERARCHIES_MAX; i++) {
+        for (size_t i = 0; i < plan->n_hierarchies && n < HIERARCHIES_MAX; i++) {
                 const HierarchyPlan *hp = &plan->hierarchies[i];
                 const StackView *v = &views[i].view;
                 Work *w;
 
                 if (hp->action == ACTION_KEEP)
                         continue;
-                w = &work[n_work++];
+                w = &work[n++];
                 *w = (Work) { .hierarchy = i, .action = hp->action, .old = v->live, .tree_fd = -EBADF, .work_fd = -EBADF };
-                if (hp->action == ACTION_BUILD || hp->action == ACTION_BASE) {
-                        r = random_hex(TREE_ID_LEN / 2, &w->new_id);
-                        if (r < 0)
-                                goto finish;
-                        /* The worker takes the run of ours off the top, in its namespace, to
-                         * reach the base. */
-                        if (v->live) {
-                                w->n_ours = v->live_index + 1 - v->run_start;
-                                w->ours = calloc(w->n_ours, sizeof(dev_t));
-                                if (!w->ours) {
-                                        r = -ENOMEM;
-                                        goto finish;
-                                }
-                                for (size_t k = 0; k < w->n_ours; k++)
-                                        w->ours[k] = states[i].stack.entries[v->live_index - k].dev;
+                if (hp->action != ACTION_BUILD && hp->action != ACTION_BASE)
+                        continue;
+                r = random_hex(TREE_ID_LEN / 2, &w->new_id);
+                if (r < 0)
+                        goto fail;
+                if (v->live) {
+                        w->n_ours = v->live_index + 1 - v->run_start;
+                        w->ours = calloc(w->n_ours, sizeof(dev_t));
+                        if (!w->ours) {
+                                r = -ENOMEM;
+                                goto fail;
                         }
-                        for (size_t k = 0; k < states[i].children.n; k++)
-                                if (strv_extend(&w->children, states[i].children.children[k].path) < 0) {
-                                        r = -ENOMEM;
-                                        goto finish;
-                                }
+                        for (size_t k = 0; k < w->n_ours; k++)
+                                w->ours[k] = states[i].stack.entries[v->live_index - k].dev;
                 }
+                for (size_t k = 0; k < states[i].children.n; k++)
+                        if (strv_extend(&w->children, states[i].children.children[k].path) < 0) {
+                                r = -ENOMEM;
+                                goto fail;
+                        }
         }
+        *ret_n = n;
+        return 0;
+fail:
+        *ret_n = n; /* the caller frees what was prepared */
+        return r;
+}
 
-        /* 1. Stage. */
-        r = stage(e, work, n_work, states, plan, images, o, generation);
-        if (r < 0)
-                goto finish;
+/* Step 2: the new trees' records, then state.json with the pending record and the images this
+ * transition is made of (none after unmerge: a later refresh merges again rather than finding
+ * them unchanged), before anything visible changes.  On failure nothing is left of it. */
+static int begin_transition(Engine *e, EngineVerb verb, Journal *j, Work *work, size_t n_work, HierarchyState *states,
+                            const Plan *plan, const ImageList *images, const ExecuteOptions *o, uint64_t generation) {
+        ImageList none = {}, next = {};
+        int r;
 
-        /* The last point at which an interrupt stops the transition with nothing changed. */
-        if (engine_stop_requested()) {
-                r = engine_fail(e, ENGINE_ERROR_FAILED, EINTR, "Interrupted; nothing was changed.");
-                goto finish;
-        }
-
-        /* 2. Begin: the new trees' records, then the pending record, before anything visible
-         * changes. */
         r = begin_trees(e, j, work, n_work, states, plan, o->mutables, generation);
         if (r < 0) {
                 forget_new_trees(e, j, work, n_work);
-                goto finish;
+                return r;
         }
         j->pending = true;
         j->pending_generation = generation;
@@ -350,19 +346,13 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
                 r = journal_add_transition(j, states[work[k].hierarchy].name, work[k].old ? work[k].old->id : NULL,
                                            work[k].new_id);
                 if (r < 0)
-                        goto finish;
+                        return r;
         }
-        /* The images this transition is made of (none after unmerge: a later refresh merges
-         * again rather than finding them unchanged). */
-        {
-                ImageList none = {}, next = {};
-
-                r = images_for_journal(verb != ENGINE_UNMERGE ? images : &none, &j->images, o->classes, &next);
-                if (r < 0)
-                        goto finish;
-                image_list_free(&j->images);
-                j->images = next;
-        }
+        r = images_for_journal(verb != ENGINE_UNMERGE ? images : &none, &j->images, o->classes, &next);
+        if (r < 0)
+                return r;
+        image_list_free(&j->images);
+        j->images = next;
         j->incomplete = false;
         r = mount_namespace_id(&j->mount_ns);
         if (r >= 0)
@@ -371,14 +361,13 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
                 r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s/%s: %m; nothing was changed.", e->root,
                                 JOURNAL_DIR, JOURNAL_STATE);
                 forget_new_trees(e, j, work, n_work);
-                goto finish;
         }
+        return r;
+}
 
-#ifdef SYSEXTD_TEST_HOOKS
-        testhook_point("before-swap", 0);
-#endif
-
-        /* 3. Swap. */
+/* Step 3's input: per hierarchy the new tree, our old tree and the top the plan saw. */
+static void fill_targets(const Engine *e, const Work *work, size_t n_work, const HierarchyState *states,
+                         SwapTarget *targets) {
         for (size_t k = 0; k < n_work; k++) {
                 const HierarchyState *h = &states[work[k].hierarchy];
 
@@ -393,6 +382,118 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
                         .children = &h->children,
                 };
         }
+}
+
+static bool target_changed(const SwapTarget *t) {
+        return IN_SET(t->state, SWAP_ATTACHED, SWAP_REPLACED, SWAP_REPLACED_GAP, SWAP_DETACHED);
+}
+
+/* Step 4, in the journal: what is live now on every hierarchy, whatever the swap reached. */
+static int record_outcome(Journal *j, const Work *work, const SwapTarget *targets, size_t n_work,
+                          const HierarchyState *states, bool *changed) {
+        int r;
+
+        for (size_t k = n_work; k > 0; k--) {
+                const Work *w = &work[k - 1];
+                const SwapTarget *t = &targets[k - 1];
+                const char *name = states[w->hierarchy].name, *now;
+
+                log_outcome(t, w->action);
+                log_debug("Swap of %s: %s.", t->path, swap_state_to_string(t->state));
+                if (t->state == SWAP_COVERED)
+                        continue; /* keeps its pending transition: finished once the foreign mount goes */
+                if (target_changed(t)) {
+                        now = t->state == SWAP_DETACHED ? NULL : w->new_id;
+                        *changed = true;
+                } else
+                        now = w->old ? w->old->id : NULL;
+                r = journal_set_tree(j, name, now);
+                if (r < 0)
+                        return r;
+                journal_drop_transition_of(j, name);
+        }
+        return 0;
+}
+
+/* The commit could not be written: say where the new tree is live all the same. */
+static int fail_commit(Engine *e, const SwapTarget *targets, size_t n_work, bool changed, uint64_t generation, int r) {
+        _cleanup_free_ char *where = NULL;
+
+        if (!changed)
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s/%s: %m", e->root, JOURNAL_DIR,
+                                   JOURNAL_STATE);
+        for (size_t k = 0; k < n_work; k++)
+                if (target_changed(&targets[k])) {
+                        char *s = strjoin3(where ?: "", where ? ", " : "", targets[k].path);
+                        free(where);
+                        where = s;
+                }
+        return engine_fail(e, ENGINE_ERROR_FAILED, r,
+                           "The new tree is live on %s (generation %" PRIu64 "), but recording it in %s/%s/%s failed: %m; it is recorded at the next start.",
+                           strna(where), generation, e->root, JOURNAL_DIR, JOURNAL_STATE);
+}
+
+/* After the commit: the records (and work directories) of the trees that went — the old one
+ * where the swap went through (sealed and detached: nothing writes through it any more), the
+ * new one where it did not. */
+static void drop_gone_trees(Engine *e, Journal *j, Work *work, const SwapTarget *targets, size_t n_work) {
+        for (size_t k = 0; k < n_work; k++) {
+                const SwapTarget *t = &targets[k];
+                _cleanup_free_ char *gone = NULL;
+
+                if (IN_SET(t->state, SWAP_REPLACED, SWAP_REPLACED_GAP, SWAP_DETACHED)) {
+                        if (!work[k].old)
+                                continue;
+                        gone = strdup(work[k].old->id);
+                        remove_workdir(e, work[k].old->workdir);
+                } else if (IN_SET(t->state, SWAP_UNTOUCHED, SWAP_ROLLED_BACK)) {
+                        remove_workdir(e, work[k].workdir);
+                        if (!work[k].new_tree)
+                                continue;
+                        gone = strdup(work[k].new_id);
+                }
+                /* A copy: the id belongs to the record that is dropped. */
+                if (!gone)
+                        continue;
+                (void) tree_remove(e->journal_fd, gone);
+                tree_list_drop(&j->trees, gone);
+        }
+}
+
+int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *states, const PlanHierarchy *views,
+                       const Plan *plan, ImageList *images, const ExecuteOptions *o, bool *ret_changed) {
+        Work work[HIERARCHIES_MAX] = {};
+        SwapTarget targets[HIERARCHIES_MAX];
+        size_t n_work = 0;
+        uint64_t generation = j->generation + 1;
+        _cleanup_free_ char *msg = NULL;
+        bool changed = false;
+        int r, swap_r;
+
+        r = prepare_work(plan, views, states, work, &n_work);
+        if (r < 0)
+                goto finish;
+
+        /* 1. Stage. */
+        r = stage(e, work, n_work, states, plan, images, o, generation);
+        if (r < 0)
+                goto finish;
+        /* The last point at which an interrupt stops the transition with nothing changed. */
+        if (engine_stop_requested()) {
+                r = engine_fail(e, ENGINE_ERROR_FAILED, EINTR, "Interrupted; nothing was changed.");
+                goto finish;
+        }
+
+        /* 2. Begin. */
+        r = begin_transition(e, verb, j, work, n_work, states, plan, images, o, generation);
+        if (r < 0)
+                goto finish;
+#ifdef SYSEXTD_TEST_HOOKS
+        testhook_point("before-swap", 0);
+#endif
+
+        /* 3. Swap. */
+        fill_targets(e, work, n_work, states, targets);
         swap_r = swap_all(targets, n_work,
                           &(SwapOptions) {
                                   .mount_beneath = kernel_has_mount_beneath(),
@@ -400,96 +501,29 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
                                   .seal_wait_usec = SWAP_SEAL_WAIT_USEC,
                           },
                           &msg);
-
 #ifdef SYSEXTD_TEST_HOOKS
         if (swap_r >= 0)
                 testhook_point("after-swap", 0);
 #endif
 
-        /* 4. Commit what is live now, whatever the swap reached. */
-        for (size_t k = n_work; k > 0; k--) {
-                Work *w = &work[k - 1];
-                SwapTarget *t = &targets[k - 1];
-                const char *name = states[w->hierarchy].name, *now;
-
-                log_outcome(t, w->action);
-                log_debug("Swap of %s: %s.", t->path, swap_state_to_string(t->state));
-                switch (t->state) {
-                case SWAP_ATTACHED:
-                case SWAP_REPLACED:
-                case SWAP_REPLACED_GAP:
-                        now = w->new_id;
-                        changed = true;
-                        break;
-                case SWAP_DETACHED:
-                        now = NULL;
-                        changed = true;
-                        break;
-                case SWAP_COVERED:
-                        /* Keep its pending transition: finished once the foreign mount goes. */
-                        continue;
-                default:
-                        now = w->old ? w->old->id : NULL;
-                        break;
-                }
-                r = journal_set_tree(j, name, now);
-                if (r < 0)
-                        goto finish;
-                journal_drop_transition_of(j, name);
-        }
+        /* 4. Commit. */
+        r = record_outcome(j, work, targets, n_work, states, &changed);
+        if (r < 0)
+                goto finish;
         if (changed)
                 j->generation = generation;
         if (swap_r < 0 && verb != ENGINE_UNMERGE && !changed)
                 /* Nothing changed: the images recorded are not the live ones. */
                 image_list_free(&j->images);
-
         r = journal_save(e->journal_fd, j);
         if (r < 0) {
-                if (changed) {
-                        _cleanup_free_ char *where = NULL;
-                        for (size_t k = 0; k < n_work; k++)
-                                if (targets[k].state == SWAP_REPLACED || targets[k].state == SWAP_ATTACHED ||
-                                    targets[k].state == SWAP_REPLACED_GAP || targets[k].state == SWAP_DETACHED) {
-                                        char *s = strjoin3(where ?: "", where ? ", " : "", targets[k].path);
-                                        free(where);
-                                        where = s;
-                                }
-                        r = engine_fail(e, ENGINE_ERROR_FAILED, r,
-                                        "The new tree is live on %s (generation %" PRIu64 "), but recording it in %s/%s/%s failed: %m; it is recorded at the next start.",
-                                        strna(where), generation, e->root, JOURNAL_DIR, JOURNAL_STATE);
-                } else
-                        r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s/%s: %m", e->root, JOURNAL_DIR,
-                                        JOURNAL_STATE);
+                r = fail_commit(e, targets, n_work, changed, generation, r);
                 goto finish;
         }
-        /* The records of the trees that went. */
-        for (size_t k = 0; k < n_work; k++) {
-                SwapTarget *t = &targets[k];
-                _cleanup_free_ char *gone_copy = NULL;
-                const char *gone = NULL;
-
-                if (IN_SET(t->state, SWAP_REPLACED, SWAP_REPLACED_GAP, SWAP_DETACHED)) {
-                        gone = work[k].old ? work[k].old->id : NULL;
-                        /* Sealed and detached: nothing writes through it any more. */
-                        if (work[k].old)
-                                remove_workdir(e, work[k].old->workdir);
-                } else if (IN_SET(t->state, SWAP_UNTOUCHED, SWAP_ROLLED_BACK)) {
-                        gone = work[k].new_tree ? work[k].new_id : NULL;
-                        remove_workdir(e, work[k].workdir);
-                }
-                if (!gone)
-                        continue;
-                /* The id belongs to the record that is dropped. */
-                gone_copy = strdup(gone);
-                if (!gone_copy)
-                        continue;
-                (void) tree_remove(e->journal_fd, gone_copy);
-                tree_list_drop(&j->trees, gone_copy);
-        }
+        drop_gone_trees(e, j, work, targets, n_work);
 
         if (swap_r < 0) {
-                bool foreign = swap_r == -EBUSY;
-                r = engine_fail(e, foreign ? ENGINE_ERROR_FOREIGN_MOUNT : ENGINE_ERROR_KERNEL_REFUSED, swap_r, "%s",
+                r = engine_fail(e, swap_r == -EBUSY ? ENGINE_ERROR_FOREIGN_MOUNT : ENGINE_ERROR_KERNEL_REFUSED, swap_r, "%s",
                                 msg ?: "Failed to swap in the new tree.");
                 goto finish;
         }
