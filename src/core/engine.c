@@ -613,13 +613,96 @@ static unsigned covered_classes(const EngineOptions *o) {
         return o->classes ? o->classes & IMAGE_CLASS_ALL : IMAGE_CLASS_ALL;
 }
 
+/* What the planner sees of each hierarchy: its class, whether this call covers it, and its
+ * stack read against the journal's record.  A hierarchy that is a symlink is refused. */
+static int analyze_hierarchies(Engine *e, const EngineOptions *o, Journal *j, HierarchyState *states, size_t n,
+                               PlanHierarchy **ret, bool *ret_any_live) {
+        _cleanup_free_ PlanHierarchy *views = calloc(n ?: 1, sizeof(PlanHierarchy));
+        bool any_live = false;
+
+        if (!views)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                JournalHierarchy *jh = journal_find_hierarchy(j, states[i].name);
+
+                views[i].state = &states[i];
+                views[i].klass = e->hierarchy_class[i];
+                views[i].skip = !engine_options_cover(o, e->hierarchy_class[i]);
+                if (views[i].skip)
+                        continue;
+                if (states[i].is_symlink)
+                        return engine_fail(e, ENGINE_ERROR_FAILED, ELOOP,
+                                           "%s is a symbolic link; sysextd merges only into real directories (resolve it in the configuration's Hierarchies=).",
+                                           states[i].path);
+                stack_analyze(&states[i], jh ? jh->tree : NULL, &views[i].view);
+                if (views[i].view.live || views[i].view.covered)
+                        any_live = true;
+        }
+        *ret = TAKE_PTR(views);
+        *ret_any_live = any_live;
+        return 0;
+}
+
+/* Step 4: the images, probed unless a refresh finds them (and everything else that goes into
+ * a tree: stamp) unchanged. */
+static int gather_images(Engine *e, const EngineOptions *o, const Journal *j, const MutableSetup *mutables, size_t n,
+                         EngineVerb verb, bool any_live, ImageList *images, uint64_t *ret_stamp, bool *ret_unchanged) {
+        uint64_t stamp;
+        bool unchanged;
+        int r;
+
+        r = discover_all(e, o, images);
+        if (r < 0)
+                return r;
+        stamp = transition_stamp(e, o, mutables, n);
+        unchanged = verb == ENGINE_REFRESH && !o->always_refresh && !j->incomplete && j->config_stamp == stamp && any_live &&
+                    plan_images_unchanged(images, &j->images, covered_classes(o));
+        if (!unchanged) {
+                r = probe_all(e, images, o);
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < images->n; i++)
+                        log_verdict(&images->images[i]);
+        }
+        *ret_stamp = stamp;
+        *ret_unchanged = unchanged;
+        return 0;
+}
+
+/* Step 6: carry the plan out; the units to restart are decided before, while the journal
+ * still has the images merged until now, and kept only when the transition changed a tree. */
+static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal *j, HierarchyState *states,
+                    const PlanHierarchy *views, const Plan *plan, ImageList *images, MutableSetup *mutables,
+                    bool *ret_changed) {
+        static const ImageList none = {};
+        ExecuteOptions xo = { .classes = covered_classes(o), .mutables = mutables };
+        UnitActions units = {};
+        int r;
+
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                xo.attrs[k] = class_attrs(e, o, k);
+                xo.options[k] = e->config.classes[k].overlay_options;
+        }
+        r = unit_actions_plan(&j->images, verb == ENGINE_UNMERGE ? &none : images, xo.classes, &units);
+        if (r < 0)
+                return r;
+        r = execute_transition(e, verb, j, states, views, plan, images, &xo, ret_changed);
+        if (r >= 0 && *ret_changed) {
+                unit_actions_done(&e->units);
+                e->units = units;
+        } else
+                unit_actions_done(&units);
+        if (r >= 0)
+                keep_probed(e, images);
+        return r;
+}
+
 static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o) {
         _cleanup_image_list_ ImageList images = {};
         _cleanup_journal_ Journal j = {};
         _cleanup_(plan_done) Plan plan = {};
         _cleanup_free_ PlanHierarchy *views = NULL;
         MutableSetup mutables[HIERARCHIES_MAX];
-        ExecuteOptions xo = {};
         HierarchyState *states = NULL;
         size_t n = 0;
         bool strict = o->strict || e->config.strict;
@@ -635,29 +718,9 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         if (r < 0)
                 goto finish;
 
-        views = calloc(n ?: 1, sizeof(PlanHierarchy));
-        if (!views) {
-                r = -ENOMEM;
+        r = analyze_hierarchies(e, o, &j, states, n, &views, &any_live);
+        if (r < 0)
                 goto finish;
-        }
-        for (size_t i = 0; i < n; i++) {
-                JournalHierarchy *jh = journal_find_hierarchy(&j, states[i].name);
-
-                views[i].state = &states[i];
-                views[i].klass = e->hierarchy_class[i];
-                views[i].skip = !engine_options_cover(o, e->hierarchy_class[i]);
-                if (views[i].skip)
-                        continue;
-                if (states[i].is_symlink) {
-                        r = engine_fail(e, ENGINE_ERROR_FAILED, ELOOP,
-                                        "%s is a symbolic link; sysextd merges only into real directories (resolve it in the configuration's Hierarchies=).",
-                                        states[i].path);
-                        goto finish;
-                }
-                stack_analyze(&states[i], jh ? jh->tree : NULL, &views[i].view);
-                if (views[i].view.live || views[i].view.covered)
-                        any_live = true;
-        }
 
         {
                 _cleanup_(plan_done) Plan early = {};
@@ -681,19 +744,9 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 r = prepare_mutables(e, o, states, n, views, mutables, &j);
                 if (r < 0)
                         goto finish;
-                r = discover_all(e, o, &images);
+                r = gather_images(e, o, &j, mutables, n, verb, any_live, &images, &stamp, &unchanged);
                 if (r < 0)
                         goto finish;
-                stamp = transition_stamp(e, o, mutables, n);
-                unchanged = verb == ENGINE_REFRESH && !o->always_refresh && !j.incomplete && j.config_stamp == stamp &&
-                            any_live && plan_images_unchanged(&images, &j.images, covered_classes(o));
-                if (!unchanged) {
-                        r = probe_all(e, &images, o);
-                        if (r < 0)
-                                goto finish;
-                        for (size_t i = 0; i < images.n; i++)
-                                log_verdict(&images.images[i]);
-                }
         }
 
         /* 5. Plan. */
@@ -743,31 +796,8 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
 
         /* 6. */
         r = stop_if_requested(e);
-        if (r < 0)
-                goto finish;
-        xo.classes = covered_classes(o);
-        xo.mutables = mutables;
-        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
-                xo.attrs[k] = class_attrs(e, o, k);
-                xo.options[k] = e->config.classes[k].overlay_options;
-        }
-        {
-                /* Decided now, while the journal still has the images merged before. */
-                static const ImageList none = {};
-                UnitActions units = {};
-
-                r = unit_actions_plan(&j.images, verb == ENGINE_UNMERGE ? &none : &images, xo.classes, &units);
-                if (r < 0)
-                        goto finish;
-                r = execute_transition(e, verb, &j, states, views, &plan, &images, &xo, &changed);
-                if (r >= 0 && changed) {
-                        unit_actions_done(&e->units);
-                        e->units = units;
-                } else
-                        unit_actions_done(&units);
-        }
         if (r >= 0)
-                keep_probed(e, &images);
+                r = run_plan(e, verb, o, &j, states, views, &plan, &images, mutables, &changed);
 
 finish:
         e->result.changed = recovered || changed;
