@@ -237,6 +237,14 @@ static int parse_args(int argc, char **argv, Args *a) {
                 log_error("Too many arguments: '%s' after '%s'.", argv[optind], a->verb);
                 return -EINVAL;
         }
+        /* Installed under systemd's names (a symlink systemd-confext -> sysextd), the command
+         * acts on that class only, as those commands do, unless --class= says otherwise. */
+        if (a->options.classes == 0) {
+                if (endswith(program_invocation_short_name, "confext"))
+                        a->options.classes = 1u << IMAGE_CLASS_CONFEXT;
+                else if (endswith(program_invocation_short_name, "sysext"))
+                        a->options.classes = 1u << IMAGE_CLASS_SYSEXT;
+        }
         /* --mutable= is systemd-sysext's: for system extensions, or for the classes --class=
          * names. */
         if (mutable >= 0)

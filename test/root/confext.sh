@@ -207,3 +207,30 @@ run_sysextd unmerge
 assert_ok unmerge
 assert_missing "$R/etc/web"
 assert_file_content "$R/etc/base/file" base
+
+check "installed as systemd-confext / systemd-sysext (a symlink), the command acts on that class only"
+mkdir -p "$WORK/names"
+ln -sf "$SYSEXTD" "$WORK/names/systemd-confext"
+ln -sf "$SYSEXTD" "$WORK/names/systemd-sysext"
+as_named() { local name=$1; shift; SYSEXTD=$WORK/names/$name run_sysextd "$@"; }
+as_named systemd-confext merge
+assert_ok "systemd-confext merge"
+[[ -f "$R/etc/web/site.conf" ]] || fail "the confext is not merged on /etc"
+assert_missing "$R/usr/share/tool/file"
+as_named systemd-confext --json status
+assert_eq "$(json_q "$OUT" '[h["hierarchy"] for h in d["hierarchies"]]')" '["/etc"]' "systemd-confext status shows /etc only"
+as_named systemd-sysext merge
+assert_ok "systemd-sysext merge next to the merged confext"
+assert_file_content "$R/usr/share/tool/file" tool
+as_named systemd-sysext --json list
+assert_eq "$(json_q "$OUT" 'sorted(i["name"] for i in d)')" '["tool"]' "systemd-sysext list shows system extensions only"
+as_named systemd-sysext unmerge
+assert_ok "systemd-sysext unmerge"
+assert_missing "$R/usr/share/tool/file"
+[[ -f "$R/etc/web/site.conf" ]] || fail "the confext is not merged on /etc"
+as_named systemd-confext --class=sysext --class=confext status
+assert_ok "--class= still wins over the name"
+assert_contains "$OUT" "/usr" "status with --class= naming both"
+as_named systemd-confext unmerge
+assert_ok "systemd-confext unmerge"
+assert_missing "$R/etc/web/site.conf"
