@@ -567,20 +567,15 @@ static uint64_t transition_stamp(Engine *e, const EngineOptions *o, const Mutabl
         return stamp;
 }
 
-/* Why a transition had nothing to do.  A merge that found no image at all is no error (as with
- * systemd-sysext; callers can tell: ENGINE_ERROR_NO_IMAGES with r = 0); one whose every image was
- * incompatible fails (ENGINE_ERROR_NO_SUITABLE_IMAGES), as systemd's own conformance tests expect of
- * systemd-sysext merge.  Returns the transition's r. */
-static int report_nothing_to_do(Engine *e, EngineVerb verb, const Plan *plan, bool unchanged) {
+/* Why a transition had nothing to do; a merge that found no image at all is no error (as with
+ * systemd-sysext), but its callers can tell (ENGINE_ERROR_NO_IMAGES with r = 0).  One whose
+ * every image was incompatible never gets here: the plan fails it. */
+static void report_nothing_to_do(Engine *e, EngineVerb verb, const Plan *plan, bool unchanged) {
         if (unchanged)
                 log_info("Extensions under %s are unchanged, nothing to do: skipping extension refresh because no change was found, use --always-refresh=yes to always do a refresh.",
                          e->root);
         else if (verb == ENGINE_UNMERGE)
                 log_info("No extensions are merged under %s, nothing to do.", e->root);
-        else if (plan->no_images && verb == ENGINE_MERGE && plan->n_incompatible > 0)
-                return engine_fail(e, ENGINE_ERROR_NO_SUITABLE_IMAGES, ENOENT,
-                                   "No suitable extensions found (%zu ignored due to incompatible image(s)); nothing was merged, use --force to merge them anyway.",
-                                   plan->n_incompatible);
         else if (plan->no_images && verb == ENGINE_MERGE) {
                 free(e->result.message);
                 e->result.message = strdup("No extensions found.");
@@ -593,7 +588,6 @@ static int report_nothing_to_do(Engine *e, EngineVerb verb, const Plan *plan, bo
                 log_info("No extensions found.");
         else
                 log_info("Nothing to do under %s.", e->root);
-        return 0;
 }
 
 static int log_using(const ImageList *images) {
@@ -775,7 +769,8 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 log_debug("Plan for %s: %s%s.", states[i].path, hierarchy_action_to_string(plan.hierarchies[i].action),
                           plan.hierarchies[i].replace ? " (beneath the live tree)" : "");
         if (!plan.any_work) {
-                r = report_nothing_to_do(e, verb, &plan, unchanged);
+                report_nothing_to_do(e, verb, &plan, unchanged);
+                r = 0;
                 goto finish;
         }
         if (plan.no_images && verb == ENGINE_MERGE)

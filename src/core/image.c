@@ -375,9 +375,9 @@ static int refuse(Image *img, ImageVerdict v, const char *fmt, ...) {
 }
 
 /* An entry that is a symlink leading nowhere inside the root: name where it points (resolved
- * inside the root, so an absolute target names a path under the root, not on the host). */
+ * inside the root, so an absolute target names a path under the root, not on the host).  Kept
+ * raw, as every reason is: whatever shows it (log, terminal, bus) escapes it. */
 static void refuse_dangling(Image *img, int dir_fd, const char *entry) {
-        _cleanup_free_ char *buf = NULL;
         char target[PATH_MAX];
         ssize_t n = readlinkat(dir_fd, entry, target, sizeof(target) - 1);
 
@@ -387,7 +387,7 @@ static void refuse_dangling(Image *img, int dir_fd, const char *entry) {
         }
         target[n] = '\0';
         refuse(img, IMAGE_REFUSED, "cannot open %s: it is a symbolic link to %s, which does not exist %s", entry,
-               string_safe(target, &buf), target[0] == '/' ? "under the root (links are resolved inside it)"
+               target, target[0] == '/' ? "under the root (links are resolved inside it)"
                                                            : "inside the root");
 }
 

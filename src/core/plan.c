@@ -239,7 +239,8 @@ static int check_images(const PlanInput *in, Plan *p) {
                 return refuse(p, ENGINE_ERROR_IMAGE_REFUSED, ENOENT,
                               "No extension could be merged: %zu refused, %zu incompatible; nothing was merged.", n_refused,
                               n_incompatible);
-        /* None compatible and none refused: nothing to merge, which is no error. */
+        /* None compatible and none refused: nothing to merge, an error only when images were
+         * found (decided once the hierarchies are planned, see plan_transition()). */
         p->no_images = n_compatible == 0;
         return 0;
 }
@@ -381,7 +382,15 @@ int plan_transition(const PlanInput *in, Plan *ret) {
                 if (hp->action != ACTION_KEEP)
                         p.any_work = true;
         }
-        r = 0;
+        /* A merge that has nothing to do because every image it found is incompatible fails,
+         * as systemd's own test suite expects of systemd-sysext merge (a mutable mode still
+         * builds its trees: that is work). */
+        if (in->verb == ENGINE_MERGE && p.no_images && p.n_incompatible > 0 && !p.any_work)
+                r = refuse(&p, ENGINE_ERROR_NO_SUITABLE_IMAGES, ENOENT,
+                           "No suitable extensions found (%zu ignored due to incompatible image(s)); nothing was merged, use --force to merge them anyway.",
+                           p.n_incompatible);
+        else
+                r = 0;
 finish:
         if (r < 0)
                 return r;

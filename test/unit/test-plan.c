@@ -174,6 +174,26 @@ static void test_plan(void) {
                 CHECK(c.plan.error == ENGINE_ERROR_IMAGE_REFUSED && strstr(c.plan.message, "strict"));
                 plan_done(&c.plan);
         }
+        {
+                Image alien[] = { image("x", IMAGE_INCOMPATIBLE, 1), image("y", IMAGE_INCOMPATIBLE, 0) };
+                /* only incompatible images: the merge fails, naming how many */
+                c = run_plan(ENGINE_MERGE, "", NULL, alien, 2, 0, true, false, false, false);
+                CHECK(c.r == 0 && c.plan.error == ENGINE_ERROR_NO_SUITABLE_IMAGES && c.plan.errno_value == ENOENT);
+                CHECK(strstr(c.plan.message, "No suitable extensions found (2 ignored due to incompatible image(s))"));
+                plan_done(&c.plan);
+                /* no image at all: nothing to do, no error */
+                c = run_plan(ENGINE_MERGE, "", NULL, NULL, 0, 0, true, false, false, false);
+                CHECK(c.r == 0 && c.plan.error == ENGINE_OK && c.plan.no_images && !c.plan.any_work);
+                plan_done(&c.plan);
+                /* a refresh of a merged tree with only incompatible images left takes it down */
+                c = run_plan(ENGINE_REFRESH, "a", tree_a.id, alien, 2, 0, true, false, false, false);
+                CHECK(c.plan.error == ENGINE_OK && action(&c) == ACTION_DETACH && c.plan.n_incompatible == 2);
+                plan_done(&c.plan);
+                /* ... and with nothing merged has nothing to do, which is no error */
+                c = run_plan(ENGINE_REFRESH, "", NULL, alien, 2, 0, true, false, false, false);
+                CHECK(c.plan.error == ENGINE_OK && !c.plan.any_work);
+                plan_done(&c.plan);
+        }
         /* Layers: top first, the highest version on top; names bottom to top. */
         c = run_plan(ENGINE_MERGE, "", NULL, order, 3, 0, true, false, false, false);
         CHECK(action(&c) == ACTION_BUILD && c.plan.hierarchies[0].n_layers == 2);
