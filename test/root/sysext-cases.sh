@@ -18,7 +18,6 @@ set -uo pipefail
 enter_sandbox "$@"
 require_fs overlay
 make_root
-set -u
 
 # set_class sysext|confext — the hierarchy, search directory, release file and variable
 set_class() {
@@ -71,8 +70,10 @@ seen() {
 # merged_rw ROOT MARK — a write lands; merged_ro ROOT — none does
 merged_rw() { touch "$1$H/$2"; }
 merged_ro() { ! writable "$1"; }
+# fails COMMAND... — COMMAND must fail (a bare `! COMMAND` would not stop a case under set -e)
+fails() { if "$@"; then echo "expected to fail, but succeeded: $*"; return 1; fi; }
 
-# mode_case ROOT MERGE-ARGS... — the common shape: mutable dir with a file, R/O hierarchy
+# ro_with_mutable ROOT — the common shape: a mutable directory with a file, a R/O hierarchy
 ro_with_mutable() { new_root "$1"; new_ext "$1"; new_mutable "$1/var/lib/extensions.mutable$H"; ro_hierarchy "$1"; }
 
 case_ro_default() { new_root "$1"; new_ext "$1"; ro_hierarchy "$1"; merged_ro "$1"
@@ -104,7 +105,7 @@ case_auto_symlink_to_rw_hierarchy() { local m=$1/var/lib/extensions.mutable$H; n
 	sx "$1" unmerge; seen "$1" hu; test -f "$1$H/now-is-mutable"; }
 case_auto_symlink_to_ro_hierarchy_fails() { new_root "$1"; new_ext "$1"; new_mutable "$1$H"
 	ln -sfTr "$1$H" "$1/var/lib/extensions.mutable$H"; ro_hierarchy "$1"
-	! sx "$1" --mutable=auto merge; }
+	fails sx "$1" --mutable=auto merge; }
 case_auto_dangling_symlink() { new_root "$1"; new_ext "$1"; ln -sfTr /should/not/exist/ "$1/var/lib/extensions.mutable$H"; ro_hierarchy "$1"
 	sx "$1" --mutable=auto merge; merged_ro "$1"; seen "$1" eh; sx "$1" unmerge; seen "$1" h; }
 case_no() { ro_with_mutable "$1"; sx "$1" --mutable=no merge; merged_ro "$1"; seen "$1" eh; sx "$1" unmerge; seen "$1" h; }
@@ -138,8 +139,8 @@ case_env_ephemeral() { ro_with_mutable "$1"; ephemeral_shape "$1" eh menv epheme
 case_ephemeral_import() { ro_with_mutable "$1"; ephemeral_shape "$1" ehu sx "$1" --mutable=ephemeral-import merge; }
 case_env_ephemeral_import() { ro_with_mutable "$1"; ephemeral_shape "$1" ehu menv ephemeral-import sx "$1" merge; }
 self_import() { new_root "$1"; new_ext "$1"; new_mutable "$1$H"; ln -sfTr "$1$H" "$1/var/lib/extensions.mutable$H"; with_file "$1"; }
-case_ephemeral_import_self_fails() { self_import "$1"; ! sx "$1" --mutable=ephemeral-import merge; seen "$1" hu; }
-case_import_self_fails() { self_import "$1"; ! sx "$1" --mutable=import merge; seen "$1" hu; }
+case_ephemeral_import_self_fails() { self_import "$1"; fails sx "$1" --mutable=ephemeral-import merge; seen "$1" hu; }
+case_import_self_fails() { self_import "$1"; fails sx "$1" --mutable=import merge; seen "$1" hu; }
 perms() { # ROOT MODE
 	local before after_merge after_unmerge
 	ro_with_mutable "$1"; before=$(stat -c %A "$1$H")
@@ -152,9 +153,9 @@ case_perms_yes() { perms "$1" yes; }
 case_perms_ephemeral() { perms "$1" ephemeral; }
 case_mutable_dir_wrong_permissions_fails() { local m=$1/var/lib/extensions.mutable$H
 	new_root "$1"; new_ext "$1"; new_mutable "$m"; with_file "$1"; chmod 0755 "$1$H"; chmod 0700 "$m"
-	! sx "$1" --mutable=yes merge; }
+	fails sx "$1" --mutable=yes merge; }
 case_matching_id() { new_root "$1"; new_ext "$1" ID=testtest; with_file "$1"; sx "$1" merge; seen "$1" eh; }
-case_non_matching_id_fails() { new_root "$1"; new_ext "$1" ID=something_else; with_file "$1"; ! sx "$1" merge; seen "$1" h; }
+case_non_matching_id_fails() { new_root "$1"; new_ext "$1" ID=something_else; with_file "$1"; fails sx "$1" merge; seen "$1" h; }
 case_matching_id_like() { new_root "$1"; new_ext "$1" 'ID=something_else\nID_LIKE=testtest'; with_file "$1"; sx "$1" merge; seen "$1" eh; }
 case_matching_id_like_list() { new_root "$1"; new_ext "$1" 'ID=something_else\nID_LIKE=foobar testtest'; with_file "$1"; sx "$1" merge; seen "$1" eh; }
 
