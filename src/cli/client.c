@@ -56,8 +56,8 @@ static int call(sd_bus *bus, const char *method, const EngineOptions *o, sd_bus_
                         return log_error_errno(r, "Failed to create the bus message: %m");
         }
         r = sd_bus_call(bus, m, SYSEXTD_CALL_TIMEOUT_USEC, &error, ret);
-        if (r < 0 && sd_bus_error_has_name(&error, SYSEXTD_ERROR_NO_IMAGES)) {
-                /* Nothing to merge is no failure, as with systemd-sysext. */
+        if (r < 0 && sd_bus_error_has_names(&error, SYSEXTD_ERROR_NO_IMAGES, SYSEXTD_ERROR_NO_SUITABLE_IMAGES)) {
+                /* Nothing (suitable) to merge is no failure, as with systemd-sysext. */
                 log_info("%s", error.message ?: "No extensions found.");
                 return 1;
         }

@@ -235,6 +235,10 @@ int disk_verity(int fd, const char *image_display, int root_fd, const char *dir,
         return 0;
 }
 
+static uint16_t le16(const uint8_t *p) {
+        return (uint16_t) (p[0] | p[1] << 8);
+}
+
 static uint32_t le32(const uint8_t *p) {
         return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t) p[3] << 24;
 }
@@ -249,6 +253,14 @@ static uint32_t be32(const uint8_t *p) {
 
 static uint64_t be64(const uint8_t *p) {
         return (uint64_t) be32(p) << 32 | be32(p + 4);
+}
+
+/* The number of devices a btrfs file system spans (num_devices, le64 @0x88 of the superblock
+ * at 64 KiB); 0 where the buffer holds no btrfs superblock. */
+static uint64_t btrfs_devices(const uint8_t *buf, size_t len) {
+        if (len < 0x10000 + 0x100 || memcmp(buf + 0x10000 + 0x40, "_BHRfS_M", 8) != 0)
+                return 0;
+        return le64(buf + 0x10000 + 0x88);
 }
 
 int superblock_needed_size(ImageKind kind, const uint8_t *buf, size_t len, uint64_t *ret) {
@@ -291,8 +303,10 @@ int superblock_needed_size(ImageKind kind, const uint8_t *buf, size_t len, uint6
         case IMAGE_BTRFS: /* superblock at 64 KiB: magic "_BHRfS_M" @0x40, total_bytes le64 @0x70 */
                 if (len < 0x10000 + 0x78)
                         return -EBADMSG;
+                /* total_bytes @0x70 counts every device; this device's own size is its
+                 * dev_item's total_bytes @0xd1 (dev_item @0xc9: devid le64, total_bytes le64). */
                 if (memcmp(buf + 0x10000 + 0x40, "_BHRfS_M", 8) == 0)
-                        need = le64(buf + 0x10000 + 0x70);
+                        need = le64(buf + 0x10000 + (btrfs_devices(buf, len) > 1 ? 0xd1 : 0x70));
                 break;
         case IMAGE_XFS: { /* superblock at 0, big endian: magic "XFSB", blocksize @4, dblocks @8 */
                 uint32_t bs;
@@ -331,6 +345,16 @@ int disk_check_size(int fd, uint64_t offset, ImageKind kind, uint64_t available,
                 return negative_errno();
         if (n < 2048)
                 return set_message(ret_message, EBADMSG, "image is truncated: only %zd bytes", n);
+        /* erofs (superblock at 1 KiB): extra_devices, le16 @0x56, counts blob devices that
+         * hold data; this image alone could not supply it and every read of it fails. */
+        if (kind == IMAGE_EROFS && n >= 1024 + 0x58 && le32(buf + 1024) == 0xE0F5E1E2U && le16(buf + 1024 + 0x56) > 0)
+                return set_message(ret_message, EXDEV,
+                                   "the erofs file system keeps data on %u extra device(s) (blobs) that an extension image cannot bring; build it without --blobdev or chunk de-duplication across devices",
+                                   (unsigned) le16(buf + 1024 + 0x56));
+        if (kind == IMAGE_BTRFS && btrfs_devices(buf, (size_t) n) > 1)
+                return set_message(ret_message, EXDEV,
+                                   "the btrfs file system spans %" PRIu64 " devices and this image holds only one of them; an extension image must hold its whole file system",
+                                   btrfs_devices(buf, (size_t) n));
         r = superblock_needed_size(kind, buf, (size_t) n, &need);
         if (r < 0)
                 return set_message(ret_message, EBADMSG, "image is truncated: only %zd bytes, too few for its %s superblock",

@@ -50,5 +50,7 @@ int superblock_needed_size(ImageKind kind, const uint8_t *buf, size_t len, uint6
 
 /* A truncated image may still mount (its superblock is intact) and fail only later, when a
  * reader hits the missing blocks: compares the size the file system needs with what the file
- * (or partition) has, before anything is mounted.  -EBADMSG with *ret_message. */
+ * (or partition) has, before anything is mounted.  -EBADMSG with *ret_message; -EXDEV for a
+ * file system whose data lies partly on other devices (a btrfs of several devices, an erofs
+ * with extra blob devices), which one image cannot hold. */
 int disk_check_size(int fd, uint64_t offset, ImageKind kind, uint64_t available, char **ret_message);

@@ -567,16 +567,24 @@ static uint64_t transition_stamp(Engine *e, const EngineOptions *o, const Mutabl
         return stamp;
 }
 
-/* Why a transition had nothing to do; a merge that found no image at all is no error (as with
- * systemd-sysext), but its callers can tell (ENGINE_ERROR_NO_IMAGES with r = 0).  One whose
- * every image was incompatible never gets here: the plan fails it. */
+/* Why a transition had nothing to do; a merge that found no image at all, or only
+ * incompatible ones, is no error (as with systemd-sysext 252, 257 and main), but its callers
+ * can tell (ENGINE_ERROR_NO_IMAGES or ENGINE_ERROR_NO_SUITABLE_IMAGES with r = 0). */
 static void report_nothing_to_do(Engine *e, EngineVerb verb, const Plan *plan, bool unchanged) {
         if (unchanged)
                 log_info("Extensions under %s are unchanged, nothing to do: skipping extension refresh because no change was found, use --always-refresh=yes to always do a refresh.",
                          e->root);
         else if (verb == ENGINE_UNMERGE)
                 log_info("No extensions are merged under %s, nothing to do.", e->root);
-        else if (plan->no_images && verb == ENGINE_MERGE) {
+        else if (plan->no_images && verb == ENGINE_MERGE && plan->n_incompatible > 0) {
+                free(e->result.message);
+                if (asprintf(&e->result.message,
+                             "No suitable extensions found (%zu ignored due to incompatible image(s)); nothing was merged, use --force to merge them anyway.",
+                             plan->n_incompatible) < 0)
+                        e->result.message = NULL;
+                e->result.error = ENGINE_ERROR_NO_SUITABLE_IMAGES;
+                log_info("%s", strna(e->result.message));
+        } else if (plan->no_images && verb == ENGINE_MERGE) {
                 free(e->result.message);
                 e->result.message = strdup("No extensions found.");
                 e->result.error = ENGINE_ERROR_NO_IMAGES;

@@ -205,6 +205,11 @@ int device_mount(int dev_fd, dev_t devnum, uint64_t diskseq, long hook_arg, cons
         if (fsconfig(fs_fd, FSCONFIG_SET_STRING, "source", FORMAT_PROC_FD_PATH(dev_fd), 0) < 0 ||
             fsconfig(fs_fd, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0)
                 goto fail;
+        /* xfs refuses a second file system with a UUID it has mounted already: copies of one
+         * template and reproducible builds share theirs, and a refresh from v1 to v2 has both
+         * live at once.  The image is read-only, so the UUID's one use (the log) is moot. */
+        if (streq(fstype, "xfs") && fsconfig(fs_fd, FSCONFIG_SET_FLAG, "nouuid", NULL, 0) < 0)
+                goto fail;
 
 #ifdef SYSEXTD_TEST_HOOKS
         testhook_point("loop-before-mount", hook_arg);

@@ -108,6 +108,84 @@ static int plan_options(OverlayPlan *p, const char *options) {
         return 0;
 }
 
+/* The key of one "key[=value]" option, in buf. */
+static const char *option_key(const char *o, char *buf, size_t size) {
+        size_t n = strcspn(o, "=");
+
+        if (n >= size)
+                n = size - 1;
+        memcpy(buf, o, n);
+        buf[n] = 0;
+        return buf;
+}
+
+int overlay_options_check(const char *options, char **ret_bad) {
+        _cleanup_strv_free_ char **l = NULL;
+        int r;
+
+        if (isempty(options))
+                return 0;
+        r = strv_split(options, ",", &l);
+        if (r < 0)
+                return r;
+        STRV_FOREACH(o, l) {
+                char key[64];
+
+                option_key(*o, key, sizeof(key));
+                if (key[0] == 0 || STR_IN_SET(key, "lowerdir", "lowerdir+", "upperdir", "workdir", "datadir+", "source") ||
+                    string_has_control(*o) || !utf8_is_valid(*o)) {
+                        if (ret_bad) {
+                                *ret_bad = strdup(*o);
+                                if (!*ret_bad)
+                                        return -ENOMEM;
+                        }
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
+int overlay_options_merge(const char *defaults, const char *given, char **ret) {
+        _cleanup_strv_free_ char **d = NULL, **g = NULL, **out = NULL;
+        bool metacopy_on = false;
+        char *joined;
+        int r;
+
+        r = strv_split(defaults, ",", &d);
+        if (r >= 0 && !isempty(given))
+                r = strv_split(given, ",", &g);
+        if (r < 0)
+                return r;
+        STRV_FOREACH(o, g)
+                if (streq(*o, "metacopy=on"))
+                        metacopy_on = true;
+        STRV_FOREACH(o, d) {
+                char key[64];
+                bool replaced = false;
+
+                option_key(*o, key, sizeof(key));
+                STRV_FOREACH(x, g) {
+                        char other[64];
+                        if (streq(option_key(*x, other, sizeof(other)), key))
+                                replaced = true;
+                }
+                /* metacopy=on needs redirects followed: the kernel refuses it together with an
+                 * explicit redirect_dir=nofollow, and turns redirects on by itself without one. */
+                if (metacopy_on && streq(key, "redirect_dir"))
+                        replaced = true;
+                if (!replaced && strv_extend(&out, *o) < 0)
+                        return -ENOMEM;
+        }
+        STRV_FOREACH(o, g)
+                if (strv_extend(&out, *o) < 0)
+                        return -ENOMEM;
+        joined = out ? strv_join(out, ",") : strdup("");
+        if (!joined)
+                return -ENOMEM;
+        *ret = joined;
+        return 0;
+}
+
 int overlay_plan_build(const OverlaySpec *s, bool lowerdir_plus, OverlayPlan *ret) {
         __attribute__((cleanup(overlay_plan_done))) OverlayPlan p = {};
         size_t n = strv_length(s->layers);
@@ -155,10 +233,11 @@ int overlay_plan_build(const OverlaySpec *s, bool lowerdir_plus, OverlayPlan *re
                         return r;
         }
 
-        if (!writable)
-                options = s->options && *s->options ? strjoin3(OVERLAY_OPTIONS_READ_ONLY, ",", s->options)
-                                                    : strdup(OVERLAY_OPTIONS_READ_ONLY);
-        else if (!s->options)
+        if (!writable) {
+                r = overlay_options_merge(OVERLAY_OPTIONS_READ_ONLY, s->options, &options);
+                if (r < 0)
+                        return r;
+        } else if (!s->options)
                 options = strdup(OVERLAY_OPTIONS_WRITABLE);
         else
                 /* No index, whatever else was asked for: the next tree shares this upper

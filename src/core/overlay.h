@@ -27,9 +27,9 @@ typedef struct OverlaySpec {
         const char *upper;    /* upper and work directory: a writable overlay; NULL: read-only */
         const char *work;
         unsigned attrs;       /* MOUNT_ATTR_NODEV, _NOSUID, _NOEXEC for the mount */
-        /* Extra options, "key[=value],...": appended to the defaults of a read-only overlay,
-         * replacing those of a writable one ($SYSTEMD_SYSEXT_OVERLAYFS_MOUNT_OPTIONS).  NULL:
-         * the defaults. */
+        /* Extra options, "key[=value],...": each replaces the default of the same key of a
+         * read-only overlay (overlay_options_merge), all of them replace the defaults of a
+         * writable one ($SYSTEMD_SYSEXT_OVERLAYFS_MOUNT_OPTIONS).  NULL: the defaults. */
         const char *options;
 } OverlaySpec;
 
@@ -39,6 +39,16 @@ typedef struct OverlaySpec {
  * without which two trees could not share an upper directory (swap.c). */
 #define OVERLAY_OPTIONS_READ_ONLY "redirect_dir=nofollow,metacopy=off"
 #define OVERLAY_OPTIONS_WRITABLE "redirect_dir=on,noatime,metacopy=off,index=off"
+
+/* The defaults with each option of 'given' replacing the default of the same key, then the
+ * given ones in their order ("metacopy=on" also drops a default redirect_dir=, which the kernel
+ * refuses next to it).  *ret is allocated. */
+int overlay_options_merge(const char *defaults, const char *given, char **ret);
+
+/* -EINVAL where an option names a layer or the source (lowerdir, lowerdir+, upperdir, workdir,
+ * datadir+, source: sysextd gives those itself), is empty or holds control characters; the
+ * offending option in *ret_bad (allocated) when it is not NULL. */
+int overlay_options_check(const char *options, char **ret_bad);
 
 typedef struct OverlayPlan {
         OverlayParam *params; /* fsconfig() calls, in order */

@@ -27,8 +27,8 @@
  * refused update of an extension that is live now keeps the current tree (the transition is
  * refused), unless the refusal is the policy's (the trusted certificates or ImagePolicy=
  * changed): such an image is taken out, with a note.  A merge that finds no image at all is
- * no error (no_images, as with systemd-sysext); one whose images were all incompatible
- * (n_incompatible) or refused fails: the engine says which.
+ * no error (no_images, as with systemd-sysext), and neither is one whose images were all
+ * incompatible (n_incompatible): the engine says how many were ignored.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -382,15 +382,9 @@ int plan_transition(const PlanInput *in, Plan *ret) {
                 if (hp->action != ACTION_KEEP)
                         p.any_work = true;
         }
-        /* A merge that has nothing to do because every image it found is incompatible fails,
-         * as systemd's own test suite expects of systemd-sysext merge (a mutable mode still
-         * builds its trees: that is work). */
-        if (in->verb == ENGINE_MERGE && p.no_images && p.n_incompatible > 0 && !p.any_work)
-                r = refuse(&p, ENGINE_ERROR_NO_SUITABLE_IMAGES, ENOENT,
-                           "No suitable extensions found (%zu ignored due to incompatible image(s)); nothing was merged, use --force to merge them anyway.",
-                           p.n_incompatible);
-        else
-                r = 0;
+        /* A merge that finds only incompatible images is no error either: systemd-sysext 252,
+         * 257 and current main exit 0 with the count; the engine reports it. */
+        r = 0;
 finish:
         if (r < 0)
                 return r;

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "overlay.h"
 #include "settings.h"
 #include "util.h"
 
@@ -477,8 +478,17 @@ int config_apply_environment(EngineConfig *c, char **ret_message) {
                 }
                 v = getenv(opts[k]);
                 if (v) {
+                        _cleanup_free_ char *bad = NULL, *bad_safe = NULL;
+
                         if (!utf8_is_valid(v) || string_has_control(v))
                                 return set_message(ret_message, EINVAL, "%s contains invalid characters.", opts[k]);
+                        r = overlay_options_check(v, &bad);
+                        if (r == -ENOMEM)
+                                return r;
+                        if (r < 0)
+                                return set_message(ret_message, EINVAL,
+                                                   "%s: option '%s' is not accepted: sysextd sets the layers, the upper and work directory and the source itself; give only options such as metacopy=on or xino=off.",
+                                                   opts[k], string_safe(strempty(bad), &bad_safe));
                         free(c->classes[k].overlay_options);
                         c->classes[k].overlay_options = strdup(v);
                         if (!c->classes[k].overlay_options)

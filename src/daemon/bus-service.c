@@ -86,7 +86,7 @@ int bus_reply_transition(sd_bus_message *request, json_object *doc) {
         uint64_t generation = 0;
         int r;
 
-        if (doc_int(doc, "r", -1) < 0 || doc_int(doc, "kind", 0) == ENGINE_ERROR_NO_IMAGES)
+        if (doc_int(doc, "r", -1) < 0 || IN_SET(doc_int(doc, "kind", 0), ENGINE_ERROR_NO_IMAGES, ENGINE_ERROR_NO_SUITABLE_IMAGES))
                 return bus_reply_failure(request, doc, "The transition failed.");
 
         (void) json_get_u64(doc, "generation", &generation);

@@ -102,6 +102,45 @@ int main(void) {
         CHECK(p.attrs & MOUNT_ATTR_NOEXEC);
         CHECK(p.attrs & MOUNT_ATTR_RDONLY);
         overlay_plan_done(&p);
+        /* Read-only: a given option replaces the default of its key, once; metacopy=on also
+         * drops redirect_dir=nofollow (the kernel refuses the two together). */
+        CHECK(overlay_plan_build(&(OverlaySpec) { .layers = layers, .options = "metacopy=on" }, true, &p) == 0);
+        CHECK_STREQ(param(&p, "metacopy", 0), "on");
+        CHECK(count(&p, "metacopy") == 1);
+        CHECK(count(&p, "redirect_dir") == 0);
+        overlay_plan_done(&p);
+        CHECK(overlay_plan_build(&(OverlaySpec) { .layers = layers, .options = "redirect_dir=follow,metacopy=on" }, true, &p) == 0);
+        CHECK_STREQ(param(&p, "redirect_dir", 0), "follow");
+        CHECK(count(&p, "redirect_dir") == 1 && count(&p, "metacopy") == 1);
+        overlay_plan_done(&p);
+        CHECK(overlay_plan_build(&(OverlaySpec) { .layers = layers, .options = "metacopy=off,redirect_dir=off" }, true, &p) == 0);
+        CHECK_STREQ(param(&p, "redirect_dir", 0), "off");
+        CHECK(count(&p, "redirect_dir") == 1 && count(&p, "metacopy") == 1);
+        overlay_plan_done(&p);
+        {
+                _cleanup_free_ char *m = NULL, *bad = NULL;
+                CHECK(overlay_options_merge("a=1,b=2,c", "b=3,d", &m) == 0);
+                CHECK_STREQ(m, "a=1,c,b=3,d");
+                free(m);
+                m = NULL;
+                CHECK(overlay_options_merge("a=1", NULL, &m) == 0);
+                CHECK_STREQ(m, "a=1");
+                CHECK(overlay_options_check("metacopy=on,xino=off,noexec", &bad) == 0 && !bad);
+                CHECK(overlay_options_check(NULL, NULL) == 0);
+                CHECK(overlay_options_check("xino=off,lowerdir=/", &bad) == -EINVAL);
+                CHECK_STREQ(bad, "lowerdir=/");
+                free(bad);
+                bad = NULL;
+                CHECK(overlay_options_check("upperdir=/x", &bad) == -EINVAL);
+                CHECK_STREQ(bad, "upperdir=/x");
+                free(bad);
+                bad = NULL;
+                CHECK(overlay_options_check("workdir=/x", NULL) == -EINVAL);
+                CHECK(overlay_options_check("datadir+=/x", NULL) == -EINVAL);
+                CHECK(overlay_options_check("lowerdir+=/x", NULL) == -EINVAL);
+                CHECK(overlay_options_check("source=x", NULL) == -EINVAL);
+                CHECK(overlay_options_check("=x", NULL) == -EINVAL);
+        }
         /* Options cannot name layers; upper without work is refused. */
         CHECK(overlay_plan_build(&(OverlaySpec) { .layers = layers, .options = "upperdir=/x" }, true, &p) == -EINVAL);
         CHECK(overlay_plan_build(&(OverlaySpec) { .layers = layers, .options = "lowerdir=/x" }, true, &p) == -EINVAL);
