@@ -71,6 +71,8 @@ int engine_config_default(EngineConfig *ret) {
         }
         /* As systemd-confext: /etc nosuid, nodev and noexec. */
         c.classes[IMAGE_CLASS_CONFEXT].noexec = true;
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                c.classes[k].policy = -1;
         *ret = c;
         return 0;
 }
@@ -298,18 +300,25 @@ static void log_verdict(const Image *img) {
                          string_safe(img->reason ?: "", &why));
 }
 
-static ImagePolicy effective_policy(const Engine *e, const EngineOptions *o) {
-        return o && o->policy >= 0 && o->policy < _IMAGE_POLICY_MAX ? (ImagePolicy) o->policy : e->config.policy;
+/* The caller's option, else the class's ImagePolicy= from systemd's sysext.conf/confext.conf,
+ * else sysextd.conf's. */
+static ImagePolicy effective_policy(const Engine *e, const EngineOptions *o, ImageClass k) {
+        if (o && o->policy >= 0 && o->policy < _IMAGE_POLICY_MAX)
+                return (ImagePolicy) o->policy;
+        if (e->config.classes[k].policy >= 0 && e->config.classes[k].policy < _IMAGE_POLICY_MAX)
+                return (ImagePolicy) e->config.classes[k].policy;
+        return e->config.policy;
 }
 
 /* What the verdicts depend on besides the images: the policy and the trusted certificates. */
-static uint64_t config_stamp(Engine *e, ImagePolicy policy) {
+static uint64_t config_stamp(Engine *e, const ImagePolicy *policy) {
         _cleanup_closedir_ DIR *d = NULL;
         uint64_t stamp = STAMP_INIT;
         struct dirent *de;
         int fd;
 
-        stamp_add_u64(&stamp, policy);
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                stamp_add_u64(&stamp, policy[k]);
         stamp_add_string(&stamp, e->config.trusted_dir);
         fd = open_directory_at(e->root_fd, e->config.trusted_dir, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
         if (fd >= 0) {
@@ -421,7 +430,10 @@ static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
                         [IMAGE_CLASS_SYSEXT] = class_noexec(e, o, IMAGE_CLASS_SYSEXT) ? MOUNT_ATTR_NOEXEC : 0,
                         [IMAGE_CLASS_CONFEXT] = class_noexec(e, o, IMAGE_CLASS_CONFEXT) ? MOUNT_ATTR_NOEXEC : 0,
                 },
-                .policy = effective_policy(e, o),
+                .policy = {
+                        [IMAGE_CLASS_SYSEXT] = effective_policy(e, o, IMAGE_CLASS_SYSEXT),
+                        [IMAGE_CLASS_CONFEXT] = effective_policy(e, o, IMAGE_CLASS_CONFEXT),
+                },
                 .cert_dir = e->config.trusted_dir,
                 .cert_display = cert_display,
                 .use_dm = kernel_has(KERNEL_DEVICE_MAPPER),
@@ -556,7 +568,11 @@ static int create_hierarchies(Engine *e, Journal *j, HierarchyState *states, Pla
 /* What a tree depends on besides its images: the policy and certificates, and per class the
  * mount options, the mutable mode and its directories. */
 static uint64_t transition_stamp(Engine *e, const EngineOptions *o, const MutableSetup *mutables, size_t n) {
-        uint64_t stamp = config_stamp(e, effective_policy(e, o));
+        const ImagePolicy policy[_IMAGE_CLASS_MAX] = {
+                [IMAGE_CLASS_SYSEXT] = effective_policy(e, o, IMAGE_CLASS_SYSEXT),
+                [IMAGE_CLASS_CONFEXT] = effective_policy(e, o, IMAGE_CLASS_CONFEXT),
+        };
+        uint64_t stamp = config_stamp(e, policy);
 
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
                 stamp_add_u64(&stamp, class_attrs(e, o, k));
@@ -657,8 +673,11 @@ static int gather_images(Engine *e, const EngineOptions *o, const Journal *j, co
         if (r < 0)
                 return r;
         stamp = transition_stamp(e, o, mutables, n);
+        /* --force is no part of the comparison (as with systemd-sysext): the same images are
+         * the same, so a plain refresh keeps what a forced one merged; but --force on trees
+         * built without it may merge more, so it is no "unchanged". */
         unchanged = verb == ENGINE_REFRESH && !o->always_refresh && !j->incomplete && j->config_stamp == stamp && any_live &&
-                    plan_images_unchanged(images, &j->images, covered_classes(o));
+                    (!o->force || j->forced) && plan_images_unchanged(images, &j->images, covered_classes(o));
         if (!unchanged) {
                 r = probe_all(e, images, o);
                 if (r < 0)
@@ -795,6 +814,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                                 log_warning("%s sits on a mount that does not propagate (private): the merged tree will not reach other mount namespaces.",
                                             states[i].path);
                 j.config_stamp = stamp;
+                j.forced = o && o->force;
         }
 
         /* 6. */
@@ -863,7 +883,7 @@ int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret) {
 
         s.generation = s.journal.generation;
         s.mode = kernel_has_mount_beneath() ? "beneath" : e->config.allow_degraded ? "degraded" : "unsupported";
-        s.policy = image_policy_to_string(effective_policy(e, o));
+        s.policy = image_policy_to_string(effective_policy(e, o, IMAGE_CLASS_SYSEXT));
         s.proof = tree_proof_string();
         s.pending = s.journal.pending;
         s.incomplete = s.journal.incomplete;

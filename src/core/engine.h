@@ -20,6 +20,7 @@ typedef struct ClassConfig {
         bool noexec;        /* sysext: no; confext: yes */
         MutableMode mutable;
         char *overlay_options; /* $SYSTEMD_SYSEXT_OVERLAYFS_MOUNT_OPTIONS; NULL: the defaults */
+        int policy;            /* ImagePolicy= of systemd's sysext.conf/confext.conf; < 0: EngineConfig's */
 } ClassConfig;
 
 typedef struct EngineConfig {

@@ -816,11 +816,11 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
                 return -ENOMEM;
 
         /* The policy, before anything is attached. */
-        if (ctx->policy == IMAGE_POLICY_DENY)
+        if (ctx->policy[img->klass] == IMAGE_POLICY_DENY)
                 return refuse_by_policy(img, "the image policy allows no image");
-        if (ctx->policy >= IMAGE_POLICY_VERITY && !v.roothash)
+        if (ctx->policy[img->klass] >= IMAGE_POLICY_VERITY && !v.roothash)
                 return refuse_by_policy(img, "ImagePolicy=%s requires verity data, the image has none",
-                              image_policy_to_string(ctx->policy));
+                              image_policy_to_string(ctx->policy[img->klass]));
         if (v.signature) {
                 r = verity_check_signature(&v, ctx->root_fd, ctx->cert_dir, ctx->cert_display, &why);
                 if (r < 0)
@@ -828,7 +828,7 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
                 if (r == 0)
                         return refuse_by_policy(img, "signature check failed: %s", strna(why));
                 img->signed_valid = true;
-        } else if (ctx->policy == IMAGE_POLICY_SIGNED)
+        } else if (ctx->policy[img->klass] == IMAGE_POLICY_SIGNED)
                 return refuse_by_policy(img, "ImagePolicy=signed requires a root hash signature, the image has none (%s)",
                               v.roothash ? "verity without signature" : "no verity data");
 
@@ -884,9 +884,9 @@ static int probe_directory(Image *img, const ProbeContext *ctx) {
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
 
-        if (ctx->policy != IMAGE_POLICY_OPEN)
+        if (ctx->policy[img->klass] != IMAGE_POLICY_OPEN)
                 return refuse_by_policy(img, "directories are only allowed with ImagePolicy=open (policy is %s)",
-                              image_policy_to_string(ctx->policy));
+                              image_policy_to_string(ctx->policy[img->klass]));
         fd = openat_resolve(ctx->root_fd, img->rel, O_PATH | O_DIRECTORY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
         if (fd < 0)
                 return refuse(img, IMAGE_REFUSED, "cannot open directory: %s", strerror(-fd));

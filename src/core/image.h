@@ -94,7 +94,7 @@ typedef struct ProbeContext {
         const ImageClass *hierarchy_class; /* per hierarchy: an image extends only its class's */
         bool force;                 /* --force: the release file is not matched against the host */
         unsigned mount_attrs[_IMAGE_CLASS_MAX];
-        ImagePolicy policy;
+        ImagePolicy policy[_IMAGE_CLASS_MAX];
         const char *cert_dir;       /* trusted certificates, below the root */
         const char *cert_display;   /* the same for messages */
         bool use_dm;                /* device-mapper is there: dm-verity, else user space */

@@ -160,6 +160,8 @@ int journal_from_json(const char *text, Journal *ret) {
             json_get_u64(root, "config_stamp", &j.config_stamp) < 0 ||
             json_get_u64(root, "mount_namespace", &j.mount_ns) < 0 || json_get_bool(root, "incomplete", &j.incomplete) < 0)
                 return -EBADMSG;
+        if (json_object_object_get_ex(root, "forced", NULL) && json_get_bool(root, "forced", &j.forced) < 0)
+                return -EBADMSG;
 
         a = json_get_array(root, "hierarchies");
         if (!a)
@@ -227,6 +229,7 @@ int journal_to_json(const Journal *j, char **ret) {
         json_object_object_add(root, "config_stamp", json_object_new_uint64(j->config_stamp));
         json_object_object_add(root, "mount_namespace", json_object_new_uint64(j->mount_ns));
         json_object_object_add(root, "incomplete", json_object_new_boolean(j->incomplete));
+        json_object_object_add(root, "forced", json_object_new_boolean(j->forced));
 
         a = json_object_new_array();
         json_object_object_add(root, "hierarchies", a);

@@ -38,6 +38,7 @@ typedef struct Journal {
         uint64_t config_stamp; /* policy and trusted certificates the images were judged by */
         uint64_t mount_ns;     /* inode of the mount namespace the trees live in; 0: none yet */
         bool incomplete;       /* an interrupted transition was finished for some hierarchies only */
+        bool forced;           /* the trees were built with --force (incompatible images merged) */
         JournalHierarchy *hierarchies;
         size_t n_hierarchies;
         ImageList images;

@@ -168,8 +168,11 @@ static int set_default(Parser *p, const char *section, const char *key) {
         else if (streq(key, "TrustedCertificates")) {
                 free(p->engine->trusted_dir);
                 p->engine->trusted_dir = TAKE_PTR(d.trusted_dir);
-        } else if (streq(key, "ImagePolicy"))
+        } else if (streq(key, "ImagePolicy")) {
                 p->engine->policy = d.policy;
+                for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                        p->engine->classes[k].policy = -1;
+        }
         else if (streq(key, "Strict"))
                 p->engine->strict = d.strict;
         else if (streq(key, "DegradedMode"))
@@ -227,8 +230,12 @@ static int assign(Parser *p, const char *section, const char *key, const char *v
                 int policy = image_policy_parse(value);
                 what = "'open', 'verity', 'signed' or a systemd image policy";
                 r = policy < 0 ? -EINVAL : 0;
-                if (r >= 0)
+                if (r >= 0) {
+                        /* sysextd.conf has the last word, over sysext.conf and confext.conf. */
                         p->engine->policy = policy;
+                        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                                p->engine->classes[k].policy = -1;
+                }
         } else if (streq(key, "TrustedCertificates")) {
                 _cleanup_strv_free_ char **l = NULL;
                 what = "one absolute directory";
@@ -400,7 +407,7 @@ int config_validate(const EngineConfig *c, char **ret_message) {
         return 0;
 }
 
-/* systemd's sysext.conf / confext.conf, for a drop-in: Mutable= of [SysExt] or [ConfExt],
+/* systemd's sysext.conf / confext.conf, for a drop-in: Mutable= and ImagePolicy= of [SysExt] or [ConfExt],
  * read from the first of etc, run, usr/local/lib and usr/lib (systemd/NAME.conf) below the
  * root.  Read before sysextd.conf, which has the last word.  Like systemd, what it does not
  * know it ignores (with a warning), and a bad value too. */
@@ -434,11 +441,15 @@ static void read_systemd_conf(int root_fd, const char *name, const char *section
                     !streq(current + 1 + strlen(section), "]"))
                         continue;
                 *eq = 0;
-                if (!streq(strstrip(l), "Mutable"))
-                        continue;
-                m = mutable_mode_from_string(strstrip(eq + 1));
-                if (m >= 0)
-                        cc->mutable = m;
+                if (streq(strstrip(l), "Mutable")) {
+                        m = mutable_mode_from_string(strstrip(eq + 1));
+                        if (m >= 0)
+                                cc->mutable = m;
+                } else if (streq(strstrip(l), "ImagePolicy")) {
+                        m = isempty(strstrip(eq + 1)) ? -1 : image_policy_parse(strstrip(eq + 1));
+                        if (m >= 0 || isempty(strstrip(eq + 1)))
+                                cc->policy = m;
+                }
         }
 }
 

@@ -57,6 +57,89 @@ done
 run_sysextd unmerge
 assert_ok "unmerge"
 
+# ------------------------------------------------------------ refresh --force
+check "refresh --force merges an incompatible image next to a merged one; a plain refresh keeps it"
+a=$(EXT_RELEASE='ID=otheros
+VERSION_ID=9' ext_tree alien "$WORK/alien")
+ext_file "$a" usr/share/alien/f alien
+mk_dir "$a" "$E/alien"
+run_sysextd merge
+assert_ok "merge"
+assert_file_content "$R/usr/share/app/version" 1
+assert_missing "$R/usr/share/alien/f"
+run_sysextd refresh
+assert_ok "plain refresh"
+assert_contains "$ERR" "unchanged" "a plain refresh with nothing changed"
+run_sysextd refresh --force
+assert_ok "refresh --force"
+assert_not_contains "$ERR" "unchanged" "refresh --force with an incompatible image not merged"
+assert_file_content "$R/usr/share/alien/f" alien
+assert_file_content "$R/usr/share/app/version" 1
+for i in 1 2; do
+	run_sysextd refresh
+	assert_ok "plain refresh $i after a forced one"
+	assert_contains "$ERR" "unchanged" "plain refresh $i after a forced one"
+	assert_file_content "$R/usr/share/alien/f" alien
+done
+run_sysextd refresh --force
+assert_ok "a second refresh --force"
+assert_contains "$ERR" "unchanged" "refresh --force of trees built with --force"
+assert_file_content "$R/usr/share/alien/f" alien
+check "a changed image rebuilds a forced tree without --force: the incompatible image goes"
+ext_file "$t" usr/share/app/version 2
+mk_erofs "$t" "$WORK/app2.raw" && mv "$WORK/app2.raw" "$E/app.raw"
+run_sysextd refresh
+assert_ok "refresh after app changed"
+assert_file_content "$R/usr/share/app/version" 2
+assert_missing "$R/usr/share/alien/f"
+run_sysextd unmerge
+assert_ok "unmerge"
+rm -rf "$E/alien"
+
+# ------------------------------------------------------------ sysext.conf, confext.conf
+check "ImagePolicy= in systemd's sysext.conf and confext.conf applies to its class; sysextd.conf has the last word"
+c=$(EXT_RELEASE='ID=_any' ext_tree conf1 "$WORK/conf1")
+mkdir -p "$c/etc/extension-release.d" && mv "$c/usr/lib/extension-release.d/extension-release.conf1" "$c/etc/extension-release.d/"
+rm -rf "$c/usr"; ext_file "$c" etc/conf1.conf conf1
+mkdir -p "$R/var/lib/confexts" "$R/etc/systemd"
+mk_dir "$c" "$R/var/lib/confexts/conf1"
+d=$(ext_tree dirext "$WORK/dirext")
+ext_file "$d" usr/share/dirext/f dirext
+mk_dir "$d" "$E/dirext"
+for pol in verity signed 'root=verity+signed:usr=verity+signed' '~' '-'; do
+	printf '[SysExt]\nImagePolicy=%s\n' "$pol" >"$R/etc/systemd/sysext.conf"
+	rm -f "$R/etc/systemd/confext.conf"
+	run_sysextd merge
+	assert_ok "merge with sysext.conf ImagePolicy=$pol"
+	assert_missing "$R/usr/share/dirext/f"
+	assert_contains "$ERR" "dirext" "the refused directory image under ImagePolicy=$pol"
+	assert_file_content "$R/etc/conf1.conf" conf1
+	run_sysextd unmerge
+	assert_ok "unmerge"
+	rm -f "$R/etc/systemd/sysext.conf"
+	printf '[ConfExt]\nImagePolicy=%s\n' "$pol" >"$R/etc/systemd/confext.conf"
+	run_sysextd merge
+	assert_ok "merge with confext.conf ImagePolicy=$pol"
+	assert_file_content "$R/usr/share/dirext/f" dirext
+	[[ ! -e "$R/etc/conf1.conf" ]] || fail "confext.conf ImagePolicy=$pol did not keep the directory confext out"
+	run_sysextd unmerge
+	assert_ok "unmerge"
+done
+printf '[SysExt]\nImagePolicy=signed\n' >"$R/etc/systemd/sysext.conf"
+mkdir -p "$R/etc/sysextd"
+printf '[Extensions]\nImagePolicy=open\n' >"$R/etc/sysextd/sysextd.conf"
+run_sysextd merge
+assert_ok "merge with sysext.conf signed and sysextd.conf open"
+assert_file_content "$R/usr/share/dirext/f" dirext
+run_sysextd unmerge
+printf '[SysExt]\nImagePolicy=\n' >"$R/etc/systemd/sysext.conf"
+rm -f "$R/etc/sysextd/sysextd.conf"
+run_sysextd merge
+assert_ok "merge with an empty ImagePolicy= in sysext.conf"
+assert_file_content "$R/usr/share/dirext/f" dirext
+run_sysextd unmerge
+rm -rf "$R/etc/systemd" "$R/var/lib/confexts/conf1" "$E/dirext"
+
 # ------------------------------------------------------------ file systems
 if command -v mkfs.xfs >/dev/null && grep -qw xfs /proc/filesystems; then
 	check "xfs images with one UUID (copies of a template) replace each other: refresh v1 -> v2"
