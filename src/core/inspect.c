@@ -100,6 +100,18 @@ int hierarchy_inspect(int root_fd, const char *root_path, const char *name, Jour
         r = mount_children_read(fd, h.path, &h.children);
         if (r < 0)
                 return r;
+        if (h.stack.n > 0 && h.roles[h.stack.n - 1] == STACK_OURS) {
+                size_t k = h.stack.n - 1;
+
+                while (k > 0 && h.roles[k - 1] != STACK_FOREIGN)
+                        k--;
+                if (k > 0 || h.stack.has_parent) {
+                        r = mount_below_same(h.stack.entries[h.stack.n - 1].id,
+                                             k > 0 ? h.stack.entries[k - 1].id : h.stack.parent.id, h.path, &h.base_has_children);
+                        if (r < 0)
+                                return r;
+                }
+        }
 done:
         *ret = h;
         h = (HierarchyState) {};

@@ -26,6 +26,9 @@ typedef struct HierarchyState {
         StackRole *roles; /* per stack entry */
         Tree **trees;     /* per stack entry: the record of an ours entry (borrowed from the journal) */
         MountChildren children;
+        bool base_has_children; /* the mounts below our live tree are, at every depth, those on
+                                 * the base beneath it (mount_below_same): detaching our trees
+                                 * leaves them as they are */
         bool parent_propagates;
 } HierarchyState;
 

@@ -343,3 +343,57 @@ int mountinfo_find(uint64_t id, MountEntry *ret) {
         return entry_from_fs(fs, ret);
 }
 
+
+/* Whether the mounts on a (id) below 'path' — strictly below it at the first level, 'strict' —
+ * match those on b one for one: the same mount point, file system (device), root within it
+ * and type, and recursively the same mounts on each. */
+static bool subtree_same(struct libmnt_table *t, uint64_t a, uint64_t b, const char *path, bool strict, unsigned depth) {
+        _cleanup_iter_ struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+        _cleanup_free_ char *prefix = strjoin3(path, streq(path, "/") ? "" : "/", "");
+        struct libmnt_fs *fs;
+        size_t n_a = 0, n_b = 0;
+
+        if (!it || !prefix || depth > 64)
+                return false;
+        while (mnt_table_next_fs(t, it, &fs) == 0) {
+                const char *target = mnt_fs_get_target(fs);
+                uint64_t parent = (uint64_t) mnt_fs_get_parent_id(fs);
+                _cleanup_iter_ struct libmnt_iter *it2 = NULL;
+                struct libmnt_fs *other;
+                bool found = false;
+
+                if (!target || (parent != a && parent != b) || (uint64_t) mnt_fs_get_id(fs) == parent)
+                        continue;
+                if (!startswith(target, prefix) && (strict || !streq(target, path)))
+                        continue;
+                if (parent == b) {
+                        n_b++;
+                        continue;
+                }
+                n_a++;
+                it2 = mnt_new_iter(MNT_ITER_FORWARD);
+                if (!it2)
+                        return false;
+                while (!found && mnt_table_next_fs(t, it2, &other) == 0)
+                        found = (uint64_t) mnt_fs_get_parent_id(other) == b && streq_ptr(mnt_fs_get_target(other), target) &&
+                                mnt_fs_get_devno(other) == mnt_fs_get_devno(fs) &&
+                                streq_ptr(mnt_fs_get_root(other), mnt_fs_get_root(fs)) &&
+                                streq_ptr(mnt_fs_get_fstype(other), mnt_fs_get_fstype(fs)) &&
+                                subtree_same(t, (uint64_t) mnt_fs_get_id(fs), (uint64_t) mnt_fs_get_id(other), target, false,
+                                             depth + 1);
+                if (!found)
+                        return false;
+        }
+        return n_a == n_b;
+}
+
+int mount_below_same(uint64_t top_id, uint64_t base_id, const char *path, bool *ret) {
+        _cleanup_table_ struct libmnt_table *t = NULL;
+        int r;
+
+        r = table_read(&t);
+        if (r < 0)
+                return r;
+        *ret = subtree_same(t, top_id, base_id, path, true, 0);
+        return 0;
+}

@@ -77,5 +77,11 @@ int mount_children_read(int path_fd, const char *path, MountChildren *ret);
 /* Whether two readings list the same mounts at the same places. */
 bool mount_children_equal(const MountChildren *a, const MountChildren *b);
 
+/* Whether the mounts below 'path' on the mount top_id are, one for one and at every depth,
+ * the mounts below it on base_id (same mount points, file systems, roots and types): then
+ * detaching top_id leaves a reader the same mounts below the hierarchy.  *ret false when
+ * they differ in any way. */
+int mount_below_same(uint64_t top_id, uint64_t base_id, const char *path, bool *ret);
+
 /* The entry of mountinfo with this 32-bit id. */
 int mountinfo_find(uint64_t id, MountEntry *ret);

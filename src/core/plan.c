@@ -332,7 +332,9 @@ int plan_transition(const PlanInput *in, Plan *ret) {
                 const PlanHierarchy *h = &in->hierarchies[i];
                 HierarchyPlan *hp = &p.hierarchies[i];
                 const Tree *live = h->view.live;
-                bool carry = h->state->children.n > 0 || h->view.n_buried > 0;
+                /* Mounts below that the base beneath has too come back as they are when our
+                 * trees go: only others need a tree to carry them. */
+                bool carry = (h->state->children.n > 0 && !h->state->base_has_children) || h->view.n_buried > 0;
 
                 /* In a mutable mode every hierarchy of the class gets a tree, even without
                  * extension content; one that does not exist only if it will be writable. */

@@ -137,6 +137,15 @@ static int clone_children(Worker *w, StagingRequest *req, int *fds) {
                 fds[i] = open_tree(live, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH | AT_NO_AUTOMOUNT);
                 if (fds[i] < 0)
                         return worker_fail(w, errno, "Failed to clone the mount at %s: %m", *c);
+                /* A clone keeps its original's propagation: here, where every mount is a slave,
+                 * each copy would be a slave of what the live one receives from, and so would
+                 * receive the unmount of the old tree's copies below it — a nested mount
+                 * (/opt/a/b under /opt/a) would vanish when the old top is detached.  Private
+                 * copies receive nothing; attached beneath a shared parent they become peers
+                 * of a group of their own, reaching every namespace as the tree does. */
+                if (mount_setattr(fds[i], "", AT_EMPTY_PATH | AT_RECURSIVE, &(struct mount_attr) { .propagation = MS_PRIVATE },
+                                  sizeof(struct mount_attr)) < 0)
+                        return worker_fail(w, errno, "Failed to make the copy of the mount at %s private: %m", *c);
                 i++;
         }
         return 0;
@@ -375,23 +384,57 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, co
                 goto finish;
         }
 
-        /* Step 6: children at the same paths on the new overlay. */
+        /* Step 6: children at the same paths on the new overlay, each mount point resolved
+         * inside the overlay without following a symlink (an image could otherwise point it
+         * anywhere, even out of the tree). */
         for (size_t i = 0; i < n_children; i++) {
-                _cleanup_free_ char *where = NULL;
+                _cleanup_close_ int top_fd = -EBADF, at = -EBADF;
                 const char *rel = startswith(req->children[i], req->target);
+                struct stat child_st, new_st;
 
-                where = path_join(top, rel ?: "");
-                if (!where) {
-                        r = worker_fail(w, ENOMEM, "Out of memory");
+                rel = rel ? rel + strspn(rel, "/") : "";
+                top_fd = open(top, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (top_fd < 0) {
+                        r = worker_fail(w, errno, "Failed to open the new tree for %s: %m", req->target);
                         goto finish;
                 }
-                if (move_mount(child_fds[i], "", AT_FDCWD, where, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
-                        if (errno == ENOENT || errno == ENOTDIR)
-                                r = worker_fail(w, errno,
-                                                "Mount point %s of the mount below %s is missing in the new tree; an extension that provided it is gone. Unmount it first, or keep an image that has it",
-                                                req->children[i], req->target);
-                        else
-                                r = worker_fail(w, errno, "Failed to re-create the mount %s on the new tree: %m", req->children[i]);
+                at = openat_resolve(top_fd, rel, O_PATH | O_NOFOLLOW,
+                                    RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+                if (at == -ELOOP) {
+                        r = worker_fail(w, ELOOP,
+                                        "The mount point %s is reached through a symbolic link in the new tree: an extension replaced it (or a directory above it) with one. Unmount it first, or remove that path from the extension",
+                                        req->children[i]);
+                        goto finish;
+                }
+                if (at == -ENOENT || at == -ENOTDIR) {
+                        r = worker_fail(w, -at,
+                                        "Mount point %s of the mount below %s is missing in the new tree: an extension that provided it is gone, or one hides it (a whiteout or an opaque directory). Unmount it first, or keep an image that has it",
+                                        req->children[i], req->target);
+                        goto finish;
+                }
+                if (at < 0) {
+                        errno = -at;
+                        r = worker_fail(w, at, "Failed to find the mount point %s in the new tree: %m", req->children[i]);
+                        goto finish;
+                }
+                if (fstat(at, &new_st) >= 0 && S_ISLNK(new_st.st_mode)) {
+                        r = worker_fail(w, ELOOP,
+                                        "The mount point %s is a symbolic link in the new tree: an extension replaced it with one. Unmount it first, or remove that path from the extension",
+                                        req->children[i]);
+                        goto finish;
+                }
+                /* A file mounted where the new tree has a directory, or the other way round:
+                 * the kernel would say only EINVAL or ENOTDIR. */
+                if (fstat(child_fds[i], &child_st) >= 0 && fstat(at, &new_st) >= 0 &&
+                    S_ISDIR(child_st.st_mode) != S_ISDIR(new_st.st_mode)) {
+                        r = worker_fail(w, ENOTDIR,
+                                        "%s is a mount of a %s, but in the new tree it is a %s: an extension replaced the mount point. Unmount it first, or remove that path from the extension",
+                                        req->children[i], S_ISDIR(child_st.st_mode) ? "directory" : "file",
+                                        S_ISDIR(new_st.st_mode) ? "directory" : "file");
+                        goto finish;
+                }
+                if (move_mount(child_fds[i], "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
+                        r = worker_fail(w, errno, "Failed to re-create the mount %s on the new tree: %m", req->children[i]);
                         goto finish;
                 }
         }
