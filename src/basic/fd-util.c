@@ -136,3 +136,13 @@ int openat_resolve(int dir_fd, const char *path, int flags, uint64_t resolve) {
                 return negative_errno();
         return openat_walk(dir_fd, path, flags);
 }
+
+char *path_of_fd(int fd) {
+        char target[PATH_MAX];
+        ssize_t n = readlink(FORMAT_PROC_FD_PATH(fd), target, sizeof(target) - 1);
+
+        if (n < 0 || n >= (ssize_t) sizeof(target) - 1)
+                return NULL;
+        target[n] = 0;
+        return strdup(target);
+}

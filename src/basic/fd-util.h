@@ -26,3 +26,6 @@ int openat_walk(int dir_fd, const char *path, int flags);
 
 /* Opens what an O_PATH fd refers to anew, with flags (through /proc/self/fd). */
 int fd_reopen(int fd, int flags);
+
+/* The path of what fd refers to, as /proc/self/fd shows it (allocated), or NULL. */
+char *path_of_fd(int fd);

@@ -510,6 +510,39 @@ int engine_list(Engine *e, const EngineOptions *o, ImageList *ret) {
         return 0;
 }
 
+/* Where the upper directories are: outside every hierarchy (of either class) and every
+ * search directory, one per hierarchy, owned by root (mutable_check_placement). */
+static int check_mutable_placement(Engine *e, HierarchyState *states, size_t n, const PlanHierarchy *views,
+                                   const MutableSetup *mutables) {
+        _cleanup_free_ char *msg = NULL;
+        _cleanup_strv_free_ char **forbidden = NULL;
+        _cleanup_free_ char **paths = NULL;
+        int r;
+
+        paths = calloc(n + 1, sizeof(char *));
+        if (!paths)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                paths[i] = states[i].path;
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                STRV_FOREACH(sd, e->config.classes[k].search_dirs) {
+                        _cleanup_close_ int fd = openat_resolve(e->root_fd, *sd, O_PATH | O_DIRECTORY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+                        char *p = fd >= 0 ? path_of_fd(fd) : path_join(e->root, *sd);
+
+                        if (!p || strv_push(&forbidden, p) < 0) {
+                                free(p);
+                                return -ENOMEM;
+                        }
+                }
+        r = mutable_check_placement(mutables, paths, n, forbidden, &msg);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "%s Nothing was changed.", msg ?: "Mutable mode failed.");
+        (void) views;
+        return 0;
+}
+
 /* The mutable set-up of every hierarchy a merge or refresh covers (MUTABLE_NO for the rest). */
 static int prepare_mutables(Engine *e, const EngineOptions *o, HierarchyState *states, size_t n, PlanHierarchy *views,
                             MutableSetup *mutables, const Journal *j) {
@@ -533,9 +566,14 @@ static int prepare_mutables(Engine *e, const EngineOptions *o, HierarchyState *s
                 if (r < 0)
                         return engine_fail(e, ENGINE_ERROR_FAILED, r, "%s Nothing was changed.", msg ?: "Mutable mode failed.");
                 views[i].mutable = mutables[i].d;
-                /* Work directories no tree of ours uses any more (a crash, an interrupted swap). */
-                mutable_gc(&mutables[i], &j->trees);
         }
+        int r = check_mutable_placement(e, states, n, views, mutables);
+        if (r < 0)
+                return r;
+        /* Work directories no tree of ours uses any more (a crash, an interrupted swap). */
+        for (size_t i = 0; i < n; i++)
+                if (!views[i].skip)
+                        mutable_gc(&mutables[i], &j->trees);
         return 0;
 }
 

@@ -101,6 +101,7 @@ void mutable_setup_done(MutableSetup *s) {
         free(s->component);
         free(s->dir_path);
         free(s->parent_rel);
+        free(s->unsafe_path);
         safe_close(s->dir_fd);
         safe_close(s->parent_fd);
         *s = (MutableSetup) { .dir_fd = -EBADF, .parent_fd = -EBADF };
@@ -133,20 +134,49 @@ static char *rel_of_fd(const char *root, int fd) {
         return strdup(*rest == '/' ? rest + 1 : rest);
 }
 
-static char *path_of_fd(int fd) {
-        char target[PATH_MAX];
-        ssize_t n = readlink(FORMAT_PROC_FD_PATH(fd), target, sizeof(target) - 1);
-
-        if (n < 0 || n >= (ssize_t) sizeof(target) - 1)
-                return NULL;
-        target[n] = 0;
-        return strdup(target);
-}
 
 /* The facts of the mutable directory of s (s->component set), with its fd and parent. */
+bool mutable_owner_safe(uid_t uid, mode_t mode) {
+        return uid == 0 && (mode & 0022) == 0;
+}
+
+/* The directory fd and its ancestors up to the root (root_fd): the first one that is not
+ * mutable_owner_safe(), as a path (display: fd's path), or NULL. */
+static int find_unsafe(int root_fd, int fd, const char *display, char **ret) {
+        _cleanup_close_ int cur = -EBADF;
+        struct stat rst, st;
+
+        *ret = NULL;
+        if (fstat(root_fd, &rst) < 0)
+                return -errno;
+        cur = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (cur < 0)
+                return -errno;
+        for (unsigned depth = 0; depth < 256; depth++) {
+                int up;
+
+                if (fstat(cur, &st) < 0)
+                        return -errno;
+                if (st.st_dev == rst.st_dev && st.st_ino == rst.st_ino)
+                        return 0;
+                if (!mutable_owner_safe(st.st_uid, st.st_mode)) {
+                        char *p = path_of_fd(cur);
+                        *ret = p ?: strdup(display);
+                        return *ret ? 0 : -ENOMEM;
+                }
+                up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (up < 0)
+                        return -errno;
+                safe_close(cur);
+                cur = up;
+        }
+        return -ELOOP;
+}
+
 static int gather(int root_fd, const char *root, const char *path, const struct stat *st, MutableSetup *s,
                   MutableFacts *f, char **ret_message) {
         _cleanup_free_ char *rel = NULL, *display = NULL;
+        int r;
         _cleanup_close_ int fd = -EBADF, parent = -EBADF;
         struct stat dst;
         struct statvfs sv;
@@ -156,7 +186,10 @@ static int gather(int root_fd, const char *root, const char *path, const struct 
         s->parent_fd = safe_close(s->parent_fd);
         free(s->dir_path);
         free(s->parent_rel);
-        s->dir_path = s->parent_rel = NULL;
+        free(s->unsafe_path);
+        s->dir_path = s->parent_rel = s->unsafe_path = NULL;
+        s->dir_dev = 0;
+        s->dir_ino = 0;
 
         *f = (MutableFacts) {
                 .hierarchy_exists = st != NULL,
@@ -183,6 +216,11 @@ static int gather(int root_fd, const char *root, const char *path, const struct 
         f->dir_exists = true;
         f->dir_mode = dst.st_mode & 0777;
         s->dir_path = path_of_fd(fd) ?: TAKE_PTR(display);
+        s->dir_dev = dst.st_dev;
+        s->dir_ino = dst.st_ino;
+        r = find_unsafe(root_fd, fd, s->dir_path, &s->unsafe_path);
+        if (r < 0)
+                return set_message(ret_message, r, "Failed to check the owners of '%s': %s", s->dir_path, strerror(-r));
         f->dir_is_hierarchy = (st && st->st_dev == dst.st_dev && st->st_ino == dst.st_ino) ||
                               streq_ptr(s->dir_path, path);
         f->dir_read_only = fstatvfs(fd, &sv) >= 0 && (sv.f_flag & ST_RDONLY);
@@ -278,6 +316,52 @@ int mutable_prepare(int root_fd, const char *root, const char *name, const char 
         }
         *ret = s;
         s = (MutableSetup) { .dir_fd = -EBADF, .parent_fd = -EBADF };
+        return 0;
+}
+
+/* path is dir itself or lies below it. */
+static bool path_within(const char *path, const char *dir) {
+        const char *rest = startswith(path, dir);
+
+        if (streq(dir, "/"))
+                return true;
+        return rest && (*rest == 0 || *rest == '/');
+}
+
+int mutable_check_placement(const MutableSetup *setups, char *const *paths, size_t n, char *const *forbidden,
+                            char **ret_message) {
+        for (size_t i = 0; i < n; i++) {
+                const MutableSetup *s = &setups[i];
+
+                if ((s->d.upper != MUTABLE_UPPER_DIR && !s->d.import_dir) || !s->dir_path)
+                        continue;
+                if (s->unsafe_path)
+                        return set_message(ret_message, EPERM,
+                                           "The mutable directory '%s' of %s is not safe: '%s' is owned by or writable by a user other than root, who could plant files in the merged tree. Make it root's, writable by root only.",
+                                           s->dir_path, paths[i], s->unsafe_path);
+                for (size_t k = 0; k < n; k++) {
+                        if (!paths[k])
+                                continue;
+                        if (k != i && streq(s->dir_path, paths[k]))
+                                return set_message(ret_message, EINVAL,
+                                                   "The mutable directory of %s is the hierarchy %s ('%s'): two hierarchies cannot share one upper directory.",
+                                                   paths[i], paths[k], s->dir_path);
+                        if (!streq(s->dir_path, paths[k]) && path_within(s->dir_path, paths[k]))
+                                return set_message(ret_message, EINVAL,
+                                                   "The mutable directory '%s' of %s lies inside the hierarchy %s, which a merged tree covers: writes would land below the tree's own layers. Keep it outside every hierarchy.",
+                                                   s->dir_path, paths[i], paths[k]);
+                        if (k > i && (setups[k].d.upper == MUTABLE_UPPER_DIR || setups[k].d.import_dir) && setups[k].dir_path &&
+                            s->dir_dev == setups[k].dir_dev && s->dir_ino == setups[k].dir_ino)
+                                return set_message(ret_message, EINVAL,
+                                                   "The mutable directories of %s and %s are one directory ('%s'): two hierarchies cannot share one upper directory.",
+                                                   paths[i], paths[k], s->dir_path);
+                }
+                STRV_FOREACH(f, forbidden)
+                        if (path_within(s->dir_path, *f))
+                                return set_message(ret_message, EINVAL,
+                                                   "The mutable directory '%s' of %s lies inside %s, where extension images are found: it would be a layer of its own tree.",
+                                                   s->dir_path, paths[i], *f);
+        }
         return 0;
 }
 

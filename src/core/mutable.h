@@ -96,6 +96,10 @@ typedef struct MutableSetup {
                            * the hierarchy's parent) */
         char *parent_rel; /* the same below the root ("var/lib/extensions.mutable", "") */
         uint64_t stamp;   /* what the tree depends on, for a refresh's "unchanged" */
+        dev_t dir_dev;    /* the mutable directory's identity, where it exists */
+        ino_t dir_ino;
+        char *unsafe_path; /* the directory itself or an ancestor (up to the root) that someone
+                            * other than root owns or may write to */
 } MutableSetup;
 
 void mutable_setup_done(MutableSetup *s);
@@ -105,6 +109,20 @@ void mutable_setup_done(MutableSetup *s);
  * MUTABLE_NO only fills mode and d. */
 int mutable_prepare(int root_fd, const char *root, const char *name, const char *path, const struct stat *st,
                     MutableMode mode, MutableSetup *ret, char **ret_message);
+
+/* Whether a directory of this owner and mode may hold an upper directory or be its ancestor:
+ * owned by root and writable by nobody else (no group or other write bit). */
+bool mutable_owner_safe(uid_t uid, mode_t mode);
+
+/* Where the mutable directories of n hierarchies (setups[i] for hierarchy paths[i], canonical)
+ * may not be, for the ones used as an upper directory or imported: refused (-EINVAL, -EPERM
+ * with *ret_message) when one lies inside any hierarchy or is another hierarchy (the merged
+ * tree would contain its own upper directory, or two hierarchies would share one), lies in a
+ * directory images are found in (forbidden: canonical paths), is the one of another
+ * hierarchy (two writable overlays on one upper directory), or has an ancestor someone other
+ * than root owns or may write to (unsafe_path).  Pure. */
+int mutable_check_placement(const MutableSetup *setups, char *const *paths, size_t n, char *const *forbidden,
+                            char **ret_message);
 
 /* "var/lib/extensions.mutable/.sysextd-usr-work.ID": the work directory of tree ID. */
 int mutable_workdir_name(const MutableSetup *s, const char *tree_id, char **ret_name);
