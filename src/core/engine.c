@@ -833,9 +833,8 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
         engine_unlock(e);
         /* Images that ship units: the running system's service manager, once the trees are in
          * place and the lock is given back (never for another root, never with --no-reload). */
-        e->unit_jobs_ready = false;
         if (r > 0 && !(o && o->no_reload) && streq(e->root, "/"))
-                e->unit_jobs_ready = unit_actions_run(&e->units, !e->defer_unit_jobs) > 0 && e->units.n > 0;
+                (void) unit_actions_run(&e->units);
         if (r < 0 && !e->result.message)
                 engine_fail(e, ENGINE_ERROR_FAILED, r, "Transition failed: %m");
         e->result.r = r;

@@ -80,13 +80,9 @@ typedef struct Engine {
         ImageList probed;
         bool probed_valid;
 
-        /* What the service manager is asked after the last transition (units.h).  The
-         * reload is done by the transition; the jobs too, unless defer_unit_jobs: then
-         * unit_jobs_ready says the caller may queue e->units' actions (the daemon does, from
-         * its bus process, to report how they end). */
+        /* What the service manager was asked after the last transition (units.h): the jobs
+         * queued, never waited for (the daemon reports how they end). */
         UnitActions units;
-        bool defer_unit_jobs;
-        bool unit_jobs_ready;
 } Engine;
 
 int engine_new(const char *root, EngineConfig *config, Engine **ret); /* takes *config */

@@ -63,6 +63,8 @@ void unit_actions_done(UnitActions *a) {
         for (size_t i = 0; i < a->n; i++) {
                 free(a->actions[i].unit);
                 free(a->actions[i].image);
+                free(a->actions[i].job);
+                free(a->actions[i].error);
         }
         free(a->actions);
         strv_free(a->warnings);
@@ -499,7 +501,7 @@ static const char *queued_verb(UnitJobKind k) {
         return k == UNIT_JOB_STOP ? "stop" : k == UNIT_JOB_RESTART ? "restart" : "reload-or-restart";
 }
 
-int unit_actions_run(const UnitActions *a, bool enqueue) {
+int unit_actions_run(UnitActions *a) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         _cleanup_free_ char *error = NULL;
         int r;
@@ -517,19 +519,20 @@ int unit_actions_run(const UnitActions *a, bool enqueue) {
                 return r;
         }
         log_info("Reloaded the service manager (an extension ships units).");
-        if (!enqueue)
-                return 1;
         for (size_t i = 0; i < a->n; i++) {
-                _cleanup_free_ char *job = NULL, *why = NULL;
+                UnitAction *x = &a->actions[i];
                 UnitJobKind kind;
 
-                r = unit_job_enqueue(bus, &a->actions[i], &job, &kind, &why);
+                free(x->job), free(x->error);
+                x->job = x->error = NULL;
+                r = unit_job_enqueue(bus, x, &x->job, &kind, &x->error);
                 if (r < 0)
-                        log_warning("Failed to queue the %s of %s (for extension %s): %s", queued_verb(a->actions[i].kind),
-                                    a->actions[i].unit, a->actions[i].image, strna(why));
-                else
-                        log_info("Queued %s of %s (extension %s).", queued_verb(kind), a->actions[i].unit,
-                                 a->actions[i].image);
+                        log_warning("Failed to queue the %s of %s (for extension %s): %s", queued_verb(x->kind), x->unit,
+                                    x->image, strna(x->error));
+                else {
+                        x->kind = kind;
+                        log_info("Queued %s of %s (extension %s).", queued_verb(kind), x->unit, x->image);
+                }
         }
         return 1;
 }

@@ -53,8 +53,10 @@ const char *unit_job_kind_method(UnitJobKind k);
 
 typedef struct UnitAction {
         char *unit;
-        UnitJobKind kind;
-        char *image; /* the image that asked (or whose unit went), for messages */
+        UnitJobKind kind;  /* once queued: what was queued (a restart of a unit gone: a stop) */
+        char *image;       /* the image that asked (or whose unit went), for messages */
+        char *job;         /* once queued: the job's object path */
+        char *error;       /* could not be queued: why */
 } UnitAction;
 
 typedef struct UnitActions {
@@ -106,11 +108,11 @@ int unit_actions_plan(const ImageList *before, const ImageList *after, unsigned 
  * when set, is used as it is: tests run a bus of their own). */
 int unit_manager_connect(sd_bus **ret);
 
-/* Logs the warnings, reloads the service manager when asked, then, with enqueue, queues
- * the jobs without waiting for them ("Queued restart of foo.service.").  Returns < 0 when
- * the manager could not be reached or reloaded (logged; no job queued), 1 when the jobs may
- * be queued (by this call with enqueue, or by the caller), 0 when there is nothing to do. */
-int unit_actions_run(const UnitActions *a, bool enqueue);
+/* Logs the warnings, reloads the service manager, then queues the jobs without waiting for
+ * them ("Queued restart of foo.service."), each action's job or error filled in.  Returns < 0
+ * when the manager could not be reached or reloaded (logged; no job queued), 1 when it ran,
+ * 0 when there was nothing to do. */
+int unit_actions_run(UnitActions *a);
 
 /* Queues one job; "Unit not found" for a restart becomes a stop (its unit file went).
  * *ret_job: the job's object path; on failure *ret_error: why, for people.  Logs nothing. */
