@@ -49,6 +49,18 @@ int strv_extend(char ***l, const char *value) {
         return strv_push(l, strdup(value));
 }
 
+int strv_copy(char *const *l, char ***ret) {
+        char **c = NULL;
+
+        STRV_FOREACH(x, l)
+                if (strv_extend(&c, *x) < 0) {
+                        strv_free(c);
+                        return -ENOMEM;
+                }
+        *ret = c;
+        return 0;
+}
+
 bool strv_contains(char *const *l, const char *value) {
         STRV_FOREACH(s, l)
                 if (streq(*s, value))

@@ -19,6 +19,7 @@ static inline void strv_freep(char ***l) {
 size_t strv_length(char *const *l);
 int strv_push(char ***l, char *value);         /* takes ownership of value, also on failure */
 int strv_extend(char ***l, const char *value); /* copies value */
+int strv_copy(char *const *l, char ***ret);      /* NULL for an empty or NULL list */
 bool strv_contains(char *const *l, const char *value);
 /* The index of s in a table of n names (NULL entries skipped), -EINVAL if it is none. */
 int string_table_find(const char *const *table, size_t n, const char *s);

@@ -376,6 +376,20 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
                 img->verity = c->verity;
                 img->signed_valid = c->signed_valid;
                 img->judged_by = judged_by;
+                /* What its release file asked of the service manager and the units it ships
+                 * (the same file: the same answer), for the journal and the next plan. */
+                img->reload_manager = c->reload_manager;
+                strv_free(img->restart_units);
+                strv_free(img->reload_or_restart_units);
+                strv_free(img->shipped_units);
+                img->restart_units = img->reload_or_restart_units = img->shipped_units = NULL;
+                if (strv_copy(c->restart_units, &img->restart_units) < 0 ||
+                    strv_copy(c->reload_or_restart_units, &img->reload_or_restart_units) < 0 ||
+                    strv_copy(c->shipped_units, &img->shipped_units) < 0) {
+                        safe_close(img->root_fd);
+                        img->root_fd = -EBADF;
+                        return false; /* probed anew */
+                }
                 img->verdict = IMAGE_COMPATIBLE;
                 log_debug("Reusing the mount of %s.", img->path);
                 return true;
@@ -886,7 +900,7 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
         /* Images that ship units: the running system's service manager, once the trees are in
          * place and the lock is given back (never for another root, never with --no-reload). */
         if (r > 0 && !(o && o->no_reload) && streq(e->root, "/"))
-                unit_actions_run(&e->units);
+                (void) unit_actions_run(&e->units);
         if (r < 0 && !e->result.message)
                 engine_fail(e, ENGINE_ERROR_FAILED, r, "Transition failed: %m");
         e->result.r = r;

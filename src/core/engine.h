@@ -81,7 +81,8 @@ typedef struct Engine {
         ImageList probed;
         bool probed_valid;
 
-        /* What the service manager is asked after the last transition (units.h). */
+        /* What the service manager was asked after the last transition (units.h): the jobs
+         * queued, never waited for (the daemon reports how they end). */
         UnitActions units;
 } Engine;
 

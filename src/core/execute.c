@@ -91,7 +91,8 @@ static int images_for_journal(const ImageList *images, const ImageList *before, 
                         d->fstype = s->fstype ? strdup(s->fstype) : NULL;
                         if (!d->name || !d->path || (s->rel && !d->rel) || (s->reason && !d->reason) ||
                             (s->fstype && !d->fstype) || copy_strv(s->restart_units, &d->restart_units) < 0 ||
-                            copy_strv(s->reload_or_restart_units, &d->reload_or_restart_units) < 0) {
+                            copy_strv(s->reload_or_restart_units, &d->reload_or_restart_units) < 0 ||
+                            copy_strv(s->shipped_units, &d->shipped_units) < 0) {
                                 image_list_free(&l);
                                 return -ENOMEM;
                         }

@@ -56,6 +56,7 @@ static const struct {
         O("reload_manager", FIELD_BOOL, reload_manager, J | W),
         O("restart_units", FIELD_STRV, restart_units, J | W),
         O("reload_or_restart_units", FIELD_STRV, reload_or_restart_units, J | W),
+        O("shipped_units", FIELD_STRV, shipped_units, J | W),
 #undef F
 #undef O
 };

@@ -34,6 +34,7 @@
 #include "missing.h"
 #include "mutable.h"
 #include "overlay.h"
+#include "units.h"
 #include "util.h"
 
 #define RELEASE_FILE_MAX (64 * 1024)
@@ -173,6 +174,7 @@ void image_release(Image *img) {
 void image_done(Image *img) {
         strv_free(img->restart_units);
         strv_free(img->reload_or_restart_units);
+        strv_free(img->shipped_units);
         free(img->name);
         free(img->fstype);
         free(img->path);
@@ -1078,6 +1080,22 @@ int image_probe(Image *img, const ProbeContext *ctx) {
         strv_free(img->reload_or_restart_units);
         img->restart_units = TAKE_PTR(rel.restart_units);
         img->reload_or_restart_units = TAKE_PTR(rel.reload_or_restart_units);
+        /* Which of the units it names the image ships, read now from its own layer. */
+        strv_free(img->shipped_units);
+        img->shipped_units = NULL;
+        if (img->restart_units || img->reload_or_restart_units) {
+                _cleanup_(strv_freep) char **names = NULL;
+
+                STRV_FOREACH(u, img->restart_units)
+                        if (strv_extend(&names, *u) < 0)
+                                return -ENOMEM;
+                STRV_FOREACH(u, img->reload_or_restart_units)
+                        if (strv_extend(&names, *u) < 0)
+                                return -ENOMEM;
+                r = unit_files_scan(img->root_fd, unit_dirs(img->klass, img->usr_partition), names, &img->shipped_units);
+                if (r < 0)
+                        return r;
+        }
 
         img->verdict = IMAGE_COMPATIBLE;
         return 0;

@@ -69,6 +69,10 @@ typedef struct Image {
         bool reload_manager;
         char **restart_units;
         char **reload_or_restart_units;
+        /* Of the units those name, what the image's own layer holds (units.h): "foo.service"
+         * for a unit file, "foo.service.d/" for a drop-in directory, the template's for an
+         * instance; recorded by the probe. */
+        char **shipped_units;
 } Image;
 
 typedef enum ImagePolicy {

@@ -1,22 +1,72 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Images that ship units (units.h): the plan is pure, from the images before and after a
- * transition; running it talks to systemd over the system bus, as systemctl does.
+ * Images that ship units (units.h).
+ *
+ *   1. probe (image.c): unit_files_scan() records which unit files and drop-ins of the names
+ *      the release file lists the image ships (Image.shipped_units), read from its own layer
+ *      beneath its root, no symlink followed; kept in the journal with the image
+ *   2. plan (pure): unit_actions_plan() from the images before and after a transition: which
+ *      units to stop, restart or reload-or-restart, and the names refused, with the reason
+ *   3. run: reload the service manager (synchronous, bounded), then enqueue the jobs and
+ *      never wait for them.  The command line enqueues them itself; the daemon enqueues them
+ *      from its bus process and reports how they ended (src/daemon/unit-jobs.c).
+ * Nothing here changes a tree: a failure in 3 is a warning.
  */
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <systemd/sd-bus.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "fd-util.h"
+#include "fileio.h"
 #include "log.h"
 #include "units.h"
 #include "util.h"
 
 #define MANAGER_CALL_TIMEOUT_USEC (120ULL * 1000000ULL)
-#define JOB_WAIT_USEC (90ULL * 1000000ULL)
+#define JOB_CALL_TIMEOUT_USEC (25ULL * 1000000ULL)
+#define MANAGER_PRIVATE_ADDRESS "unix:path=/run/systemd/private"
+/* A drop-in directory is read this far looking for a *.conf file. */
+#define DROPIN_ENTRIES_MAX 4096
+
+static const char *const kind_names[_UNIT_JOB_KIND_MAX] = {
+        [UNIT_JOB_STOP] = "stop",
+        [UNIT_JOB_RESTART] = "restart",
+        [UNIT_JOB_RELOAD_OR_RESTART] = "reload-or-restart",
+};
+
+static const char *const kind_methods[_UNIT_JOB_KIND_MAX] = {
+        [UNIT_JOB_STOP] = "StopUnit",
+        [UNIT_JOB_RESTART] = "RestartUnit",
+        [UNIT_JOB_RELOAD_OR_RESTART] = "ReloadOrRestartUnit",
+};
+
+const char *unit_job_kind_to_string(UnitJobKind k) {
+        return k >= 0 && k < _UNIT_JOB_KIND_MAX ? kind_names[k] : NULL;
+}
+
+int unit_job_kind_from_string(const char *s) {
+        int i = s ? string_table_find(kind_names, _UNIT_JOB_KIND_MAX, s) : -1;
+        return i >= 0 ? i : -EINVAL;
+}
+
+const char *unit_job_kind_method(UnitJobKind k) {
+        return k >= 0 && k < _UNIT_JOB_KIND_MAX ? kind_methods[k] : NULL;
+}
 
 void unit_actions_done(UnitActions *a) {
-        strv_free(a->restart);
-        strv_free(a->reload_or_restart);
+        for (size_t i = 0; i < a->n; i++) {
+                free(a->actions[i].unit);
+                free(a->actions[i].image);
+                free(a->actions[i].job);
+                free(a->actions[i].error);
+        }
+        free(a->actions);
         strv_free(a->warnings);
         *a = (UnitActions) {};
 }
@@ -46,6 +96,131 @@ bool unit_name_valid(const char *name) {
         return true;
 }
 
+const char *unit_type_refused(const char *name) {
+        static const char *const refused[][2] = {
+                { ".target", "targets" }, { ".mount", "mounts" }, { ".automount", "automounts" },
+                { ".swap", "swaps" },     { ".slice", "slices" }, { ".scope", "scopes" },
+                { ".device", "devices" },
+        };
+
+        for (size_t i = 0; name && i < ELEMENTSOF(refused); i++)
+                if (endswith(name, refused[i][0]))
+                        return refused[i][1];
+        return NULL;
+}
+
+int unit_candidates(const char *name, char ***ret) {
+        _cleanup_(strv_freep) char **l = NULL;
+        const char *at = strchr(name, '@'), *dot = strrchr(name, '.');
+
+        if (strv_extend(&l, name) < 0 || strv_push(&l, strjoin3(name, ".d/", "")) < 0)
+                return -ENOMEM;
+        if (at && dot && dot > at + 1) {
+                /* An instance: its template "foo@.service" and the template's drop-ins. */
+                _cleanup_free_ char *template = strndup(name, at + 1 - name);
+                char *t;
+
+                if (!template)
+                        return -ENOMEM;
+                t = strjoin3(template, dot, "");
+                if (strv_push(&l, t) < 0 || strv_push(&l, t ? strjoin3(t, ".d/", "") : NULL) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+UnitShipped unit_shipped(const char *name, char *const *shipped) {
+        _cleanup_(strv_freep) char **c = NULL;
+        UnitShipped s = UNIT_NOT_SHIPPED;
+
+        if (!unit_name_valid(name) || !shipped || unit_candidates(name, &c) < 0)
+                return UNIT_NOT_SHIPPED;
+        STRV_FOREACH(x, c)
+                if (strv_contains(shipped, *x)) {
+                        if (!endswith(*x, ".d/"))
+                                return UNIT_SHIPPED_FILE;
+                        s = UNIT_SHIPPED_DROPIN;
+                }
+        return s;
+}
+
+char *const *unit_dirs(ImageClass k, bool usr_partition) {
+        static char *const sysext[] = { (char *) "usr/lib/systemd/system", (char *) "usr/local/lib/systemd/system", NULL };
+        static char *const usr[] = { (char *) "lib/systemd/system", (char *) "local/lib/systemd/system", NULL };
+        static char *const confext[] = { (char *) "etc/systemd/system", NULL };
+
+        return k == IMAGE_CLASS_CONFEXT ? confext : usr_partition ? usr : sysext;
+}
+
+/* A drop-in directory (never through a symlink) with at least one regular *.conf file. */
+static bool dropin_ships(int dir_fd, const char *entry) {
+        _cleanup_free_ char *name = strndup(entry, strlen(entry) - 1); /* without the "/" */
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        int fd;
+
+        if (!name)
+                return false;
+        fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return false;
+        }
+        for (unsigned n = 0; n < DROPIN_ENTRIES_MAX && (de = readdir(d)); n++) {
+                struct stat st;
+
+                if (de->d_name[0] == '.' || !endswith(de->d_name, ".conf"))
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISREG(st.st_mode))
+                        return true;
+        }
+        return false;
+}
+
+static bool entry_ships(int dir_fd, const char *entry) {
+        struct stat st;
+
+        if (endswith(entry, ".d/"))
+                return dropin_ships(dir_fd, entry);
+        /* One component (a valid unit name), looked at, not followed. */
+        return fstatat(dir_fd, entry, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISREG(st.st_mode);
+}
+
+int unit_files_scan(int image_root_fd, char *const *dirs, char *const *names, char ***ret) {
+        _cleanup_(strv_freep) char **found = NULL;
+
+        STRV_FOREACH(dir, dirs) {
+                _cleanup_close_ int dfd = -EBADF;
+
+                if (strv_length(names) == 0)
+                        break;
+                dfd = open_directory_at(image_root_fd, *dir, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                if (dfd == -ENOMEM)
+                        return dfd;
+                if (dfd < 0)
+                        continue; /* none there, or not a plain directory: ships nothing */
+                STRV_FOREACH(u, names) {
+                        _cleanup_(strv_freep) char **c = NULL;
+
+                        if (!unit_name_valid(*u))
+                                continue;
+                        if (unit_candidates(*u, &c) < 0)
+                                return -ENOMEM;
+                        STRV_FOREACH(x, c)
+                                if (!strv_contains(found, *x) && entry_ships(dfd, *x) && strv_extend(&found, *x) < 0)
+                                        return -ENOMEM;
+                }
+        }
+        *ret = TAKE_PTR(found);
+        return 0;
+}
+
+/* ---- the plan ------------------------------------------------------------------------- */
+
 static const Image *find(const ImageList *l, const Image *img) {
         for (size_t i = 0; i < l->n; i++)
                 if (l->images[i].verdict == IMAGE_COMPATIBLE && l->images[i].klass == img->klass &&
@@ -60,34 +235,149 @@ static bool same_image(const Image *a, const Image *b) {
                a->st.st_mtim.tv_nsec == b->st.st_mtim.tv_nsec && a->stamp == b->stamp;
 }
 
-static int add_units(UnitActions *a, char ***list, char *const *units, const Image *img, const char *key) {
-        STRV_FOREACH(u, units) {
-                if (!unit_name_valid(*u)) {
-                        char *w;
-                        _cleanup_free_ char *safe = NULL;
+static int warn(UnitActions *a, const char *fmt, ...) _printf_(2, 3);
+static int warn(UnitActions *a, const char *fmt, ...) {
+        va_list ap;
+        char *w;
+        int r;
 
-                        if (asprintf(&w, "Invalid unit name '%s' in %s= of %s, ignoring.", string_safe(*u, &safe), key,
-                                     img->name) < 0 ||
-                            strv_push(&a->warnings, w) < 0)
-                                return -ENOMEM;
-                        continue;
+        va_start(ap, fmt);
+        r = vasprintf(&w, fmt, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        return strv_push(&a->warnings, w);
+}
+
+/* A restart wins over a reload-or-restart, either over a stop (a unit still there). */
+static int add_action(UnitActions *a, const char *unit, UnitJobKind kind, const char *image) {
+        UnitAction *n;
+
+        for (size_t i = 0; i < a->n; i++)
+                if (streq(a->actions[i].unit, unit)) {
+                        if ((a->actions[i].kind == UNIT_JOB_STOP && kind != UNIT_JOB_STOP) ||
+                            (a->actions[i].kind == UNIT_JOB_RELOAD_OR_RESTART && kind == UNIT_JOB_RESTART)) {
+                                char *img = strdup(image);
+
+                                if (!img)
+                                        return -ENOMEM;
+                                free(a->actions[i].image);
+                                a->actions[i].image = img;
+                                a->actions[i].kind = kind;
+                        }
+                        return 0;
                 }
-                if (!strv_contains(*list, *u) && strv_extend(list, *u) < 0)
-                        return -ENOMEM;
+        n = realloc(a->actions, sizeof(UnitAction) * (a->n + 1));
+        if (!n)
+                return -ENOMEM;
+        a->actions = n;
+        n[a->n] = (UnitAction) { .unit = strdup(unit), .kind = kind, .image = strdup(image) };
+        if (!n[a->n].unit || !n[a->n].image) {
+                free(n[a->n].unit);
+                free(n[a->n].image);
+                return -ENOMEM;
         }
+        a->n++;
         return 0;
 }
 
-/* An image the transition added, removed or changed: what it asks for. */
-static int consider(UnitActions *a, const Image *img) {
+static const char *list_key(UnitJobKind k) {
+        return k == UNIT_JOB_RESTART ? "EXTENSION_RESTART_UNITS" : "EXTENSION_RELOAD_OR_RESTART_UNITS";
+}
+
+static char *const *listed(const Image *img, UnitJobKind k) {
+        return k == UNIT_JOB_RESTART ? img->restart_units : img->reload_or_restart_units;
+}
+
+static bool lists(const Image *img, const char *unit) {
+        return strv_contains(img->restart_units, unit) || strv_contains(img->reload_or_restart_units, unit);
+}
+
+/* An image that is merged after the transition (added, or the new version of a changed one):
+ * the units it lists and ships. */
+static int consider_present(UnitActions *a, const Image *img) {
         int r;
 
-        if (img->reload_manager || strv_length(img->restart_units) > 0 || strv_length(img->reload_or_restart_units) > 0)
+        if (img->reload_manager)
                 a->reload = true;
-        r = add_units(a, &a->restart, img->restart_units, img, "EXTENSION_RESTART_UNITS");
-        if (r >= 0)
-                r = add_units(a, &a->reload_or_restart, img->reload_or_restart_units, img, "EXTENSION_RELOAD_OR_RESTART_UNITS");
-        return r;
+        for (UnitJobKind k = UNIT_JOB_RESTART; k <= UNIT_JOB_RELOAD_OR_RESTART; k++)
+                STRV_FOREACH(u, listed(img, k)) {
+                        const char *type;
+
+                        if (!unit_name_valid(*u)) {
+                                _cleanup_free_ char *safe = NULL;
+
+                                r = warn(a, "Invalid unit name '%s' in %s= of %s, ignoring.", string_safe(*u, &safe),
+                                         list_key(k), img->name);
+                        } else if ((type = unit_type_refused(*u)))
+                                r = warn(a, "Extension %s lists %s in %s=, but %s are never restarted by an image, ignoring it.",
+                                         img->name, *u, list_key(k), type);
+                        else if (unit_shipped(*u, img->shipped_units) == UNIT_NOT_SHIPPED)
+                                r = warn(a, "Extension %s ships no unit file or drop-in for %s, not restarting it.", img->name,
+                                         *u);
+                        else {
+                                a->reload = true;
+                                r = add_action(a, *u, k, img->name);
+                        }
+                        if (r < 0)
+                                return r;
+                }
+        return 0;
+}
+
+/* Whether a unit file for the unit stays merged: shipped by an image after the transition,
+ * or by an image of a class the transition did not cover. */
+static bool file_stays(const ImageList *before, const ImageList *after, unsigned classes, const char *unit) {
+        for (size_t i = 0; i < after->n; i++) {
+                const Image *img = &after->images[i];
+
+                if (img->verdict == IMAGE_COMPATIBLE && (classes & (1u << img->klass)) &&
+                    unit_shipped(unit, img->shipped_units) == UNIT_SHIPPED_FILE)
+                        return true;
+        }
+        for (size_t i = 0; i < before->n; i++) {
+                const Image *img = &before->images[i];
+
+                if (img->verdict == IMAGE_COMPATIBLE && !(classes & (1u << img->klass)) &&
+                    unit_shipped(unit, img->shipped_units) == UNIT_SHIPPED_FILE)
+                        return true;
+        }
+        return false;
+}
+
+/* An image that goes (removed, or the old version of a changed one, then now is the new):
+ * the units it listed and shipped.  Its refused names were reported when it came. */
+static int consider_gone(UnitActions *a, const Image *old, const Image *now, const ImageList *before,
+                         const ImageList *after, unsigned classes) {
+        int r;
+
+        if (old->reload_manager)
+                a->reload = true;
+        for (UnitJobKind k = UNIT_JOB_RESTART; k <= UNIT_JOB_RELOAD_OR_RESTART; k++)
+                STRV_FOREACH(u, listed(old, k)) {
+                        UnitShipped s;
+
+                        if (!unit_name_valid(*u) || unit_type_refused(*u))
+                                continue;
+                        s = unit_shipped(*u, old->shipped_units);
+                        if (s == UNIT_NOT_SHIPPED)
+                                continue;
+                        a->reload = true;
+                        if (now && lists(now, *u) && unit_shipped(*u, now->shipped_units) != UNIT_NOT_SHIPPED)
+                                continue; /* the new version asks for it itself */
+                        if (s == UNIT_SHIPPED_FILE && !file_stays(before, after, classes, *u))
+                                r = add_action(a, *u, UNIT_JOB_STOP, old->name); /* its unit went */
+                        else
+                                r = add_action(a, *u, k, old->name); /* the unit stays, changed */
+                        if (r < 0)
+                                return r;
+                }
+        return 0;
+}
+
+static int by_kind(const void *x, const void *y) {
+        const UnitAction *a = x, *b = y;
+        return a->kind != b->kind ? (a->kind < b->kind ? -1 : 1) : 0;
 }
 
 int unit_actions_plan(const ImageList *before, const ImageList *after, unsigned classes, UnitActions *ret) {
@@ -102,143 +392,147 @@ int unit_actions_plan(const ImageList *before, const ImageList *after, unsigned 
                 old = find(before, img);
                 if (old && same_image(old, img))
                         continue;
-                r = consider(&a, img); /* added or changed */
+                r = consider_present(&a, img); /* added or changed */
                 if (r >= 0 && old)
-                        r = consider(&a, old);
+                        r = consider_gone(&a, old, img, before, after, classes);
         }
         for (size_t i = 0; r >= 0 && i < before->n; i++) {
                 const Image *img = &before->images[i];
 
                 if (img->verdict == IMAGE_COMPATIBLE && (classes & (1u << img->klass)) && !find(after, img))
-                        r = consider(&a, img); /* removed */
+                        r = consider_gone(&a, img, NULL, before, after, classes); /* removed */
         }
         if (r < 0) {
                 unit_actions_done(&a);
                 return r;
         }
-        /* EXTENSION_RESTART_UNITS= wins. */
-        for (size_t i = 0; a.reload_or_restart && a.reload_or_restart[i];) {
-                if (strv_contains(a.restart, a.reload_or_restart[i])) {
-                        free(a.reload_or_restart[i]);
-                        memmove(&a.reload_or_restart[i], &a.reload_or_restart[i + 1],
-                                sizeof(char *) * (strv_length(a.reload_or_restart + i + 1) + 1));
-                } else
-                        i++;
-        }
+        /* Stops first, then restarts, then reloads-or-restarts; in the order listed within each
+         * (insertion sort: qsort is not stable). */
+        for (size_t i = 1; i < a.n; i++)
+                for (size_t j = i; j > 0 && by_kind(&a.actions[j - 1], &a.actions[j]) > 0; j--) {
+                        UnitAction t = a.actions[j];
+                        a.actions[j] = a.actions[j - 1];
+                        a.actions[j - 1] = t;
+                }
         *ret = a;
         return 0;
 }
 
-typedef struct JobWait {
-        const char *path;
-        bool done;
-        char *result;
-} JobWait;
+/* ---- running it ----------------------------------------------------------------------- */
 
-static int on_job_removed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        JobWait *w = userdata;
-        const char *path, *unit, *result;
-        uint32_t id;
+int unit_manager_connect(sd_bus **ret) {
+        int r;
 
-        if (sd_bus_message_read(m, "uoss", &id, &path, &unit, &result) < 0)
-                return 0;
-        if (w->path && streq(path, w->path)) {
-                w->done = true;
-                free(w->result);
-                w->result = strdup(result);
+        /* As systemd's bus_connect_system_systemd(): the manager's private socket for root,
+         * which exists before the system bus does (early boot). */
+        if (geteuid() == 0 && !getenv("DBUS_SYSTEM_BUS_ADDRESS") && access("/run/systemd/private", F_OK) >= 0) {
+                _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+
+                r = sd_bus_new(&bus);
+                if (r >= 0)
+                        r = sd_bus_set_address(bus, MANAGER_PRIVATE_ADDRESS);
+                if (r >= 0)
+                        r = sd_bus_start(bus);
+                if (r >= 0) {
+                        *ret = TAKE_PTR(bus);
+                        return 0;
+                }
+                log_debug("Failed to connect to the service manager's private socket, trying the system bus: %s",
+                          strerror(-r));
         }
+        return sd_bus_open_system(ret);
+}
+
+static int manager_reload(sd_bus *bus, char **ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                           "org.freedesktop.systemd1.Manager", "Reload");
+        if (r >= 0)
+                r = sd_bus_call(bus, m, MANAGER_CALL_TIMEOUT_USEC, &error, NULL);
+        if (r < 0)
+                *ret_error = strdup(error.message ?: strerror(-r));
+        return r;
+}
+
+static int call_job(sd_bus *bus, const char *method, const char *unit, char **ret_job, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        const char *path;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                           "org.freedesktop.systemd1.Manager", method);
+        if (r >= 0)
+                r = sd_bus_message_append(m, "ss", unit, "replace");
+        if (r >= 0)
+                r = sd_bus_call(bus, m, JOB_CALL_TIMEOUT_USEC, error, &reply);
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "o", &path);
+        if (r < 0)
+                return r;
+        *ret_job = strdup(path);
+        return *ret_job ? 0 : -ENOMEM;
+}
+
+int unit_job_enqueue(sd_bus *bus, const UnitAction *a, char **ret_job, UnitJobKind *ret_kind, char **ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        UnitJobKind kind = a->kind;
+        int r;
+
+        r = call_job(bus, unit_job_kind_method(kind), a->unit, ret_job, &error);
+        if (r < 0 && kind != UNIT_JOB_STOP &&
+            sd_bus_error_has_names(&error, "org.freedesktop.systemd1.NoSuchUnit", "org.freedesktop.systemd1.LoadFailed")) {
+                /* Its unit file is gone (another image's went with it): stop what runs. */
+                sd_bus_error_free(&error);
+                kind = UNIT_JOB_STOP;
+                r = call_job(bus, "StopUnit", a->unit, ret_job, &error);
+        }
+        if (r < 0) {
+                *ret_error = strdup(error.message ?: strerror(-r));
+                return r;
+        }
+        *ret_kind = kind;
         return 0;
 }
 
-/* Calls METHOD(unit, "replace") and waits for its job.  1 done, 0 the unit does not exist
- * (NoSuchUnit, LoadFailed), < 0 failed (logged). */
-static int unit_job(sd_bus *bus, const char *method, const char *unit) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_(sd_bus_slot_unrefp) sd_bus_slot *slot = NULL;
-        JobWait w = {};
-        uint64_t deadline;
-        int r;
-
-        r = sd_bus_match_signal(bus, &slot, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                "org.freedesktop.systemd1.Manager", "JobRemoved", on_job_removed, &w);
-        if (r < 0)
-                return log_warning_errno(r, "Failed to watch the jobs of the service manager: %m");
-        r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
-                               method, &error, &reply, "ss", unit, "replace");
-        if (r < 0) {
-                if (sd_bus_error_has_names(&error, "org.freedesktop.systemd1.NoSuchUnit", "org.freedesktop.systemd1.LoadFailed"))
-                        return 0;
-                log_warning("Failed to %s %s: %s", method, unit, error.message ?: strerror(-r));
-                return r;
-        }
-        r = sd_bus_message_read(reply, "o", &w.path);
-        if (r < 0)
-                return log_warning_errno(r, "Failed to read the job of %s: %m", unit);
-        deadline = now_monotonic_usec() + JOB_WAIT_USEC;
-        while (!w.done) {
-                uint64_t now = now_monotonic_usec();
-
-                if (now >= deadline) {
-                        log_warning("The job to %s %s did not finish in %llu s; not waiting for it any more.", method, unit,
-                                    (unsigned long long) (JOB_WAIT_USEC / 1000000ULL));
-                        return -ETIMEDOUT;
-                }
-                r = sd_bus_process(bus, NULL);
-                if (r < 0)
-                        return log_warning_errno(r, "Failed to wait for the job of %s: %m", unit);
-                if (r == 0)
-                        (void) sd_bus_wait(bus, deadline - now);
-        }
-        if (!streq_ptr(w.result, "done"))
-                log_warning("The job to %s %s ended '%s'.", method, unit, strna(w.result));
-        free(w.result);
-        return 1;
+static const char *queued_verb(UnitJobKind k) {
+        return k == UNIT_JOB_STOP ? "stop" : k == UNIT_JOB_RESTART ? "restart" : "reload-or-restart";
 }
 
-static void run_list(sd_bus *bus, const char *method, char *const *units) {
-        STRV_FOREACH(u, units) {
-                int r = unit_job(bus, method, *u);
-
-                if (r == 0) {
-                        /* Gone, e.g. shipped by the extension that went: stop what runs. */
-                        r = unit_job(bus, "StopUnit", *u);
-                        if (r == 0)
-                                log_debug("Unit '%s' is already gone, nothing to stop.", *u);
-                        else if (r > 0)
-                                log_info("Stopped %s, whose unit is gone.", *u);
-                } else if (r > 0)
-                        log_info("%s %s.", streq(method, "RestartUnit") ? "Restarted" : "Reloaded or restarted", *u);
-        }
-}
-
-void unit_actions_run(const UnitActions *a) {
+int unit_actions_run(UnitActions *a) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *error = NULL;
         int r;
 
         STRV_FOREACH(w, a->warnings)
                 log_warning("%s", *w);
-        if (!a->reload)
-                return;
-        r = sd_bus_open_system(&bus);
+        if (!a->reload && a->n == 0)
+                return 0;
+        r = unit_manager_connect(&bus);
+        if (r < 0)
+                return log_warning_errno(r, "Failed to connect to the service manager to reload it: %m");
+        r = manager_reload(bus, &error);
         if (r < 0) {
-                log_warning_errno(r, "Failed to connect to the system bus to reload the service manager: %m");
-                return;
-        }
-        {
-                _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
-
-                r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                                   "org.freedesktop.systemd1.Manager", "Reload");
-                if (r >= 0)
-                        r = sd_bus_call(bus, m, MANAGER_CALL_TIMEOUT_USEC, &error, NULL);
-        }
-        if (r < 0) {
-                log_warning("Failed to reload the service manager: %s", error.message ?: strerror(-r));
-                return;
+                log_warning("Failed to reload the service manager: %s", strna(error));
+                return r;
         }
         log_info("Reloaded the service manager (an extension ships units).");
-        run_list(bus, "RestartUnit", a->restart);
-        run_list(bus, "ReloadOrRestartUnit", a->reload_or_restart);
+        for (size_t i = 0; i < a->n; i++) {
+                UnitAction *x = &a->actions[i];
+                UnitJobKind kind;
+
+                free(x->job), free(x->error);
+                x->job = x->error = NULL;
+                r = unit_job_enqueue(bus, x, &x->job, &kind, &x->error);
+                if (r < 0)
+                        log_warning("Failed to queue the %s of %s (for extension %s): %s", queued_verb(x->kind), x->unit,
+                                    x->image, strna(x->error));
+                else {
+                        x->kind = kind;
+                        log_info("Queued %s of %s (extension %s).", queued_verb(kind), x->unit, x->image);
+                }
+        }
+        return 1;
 }

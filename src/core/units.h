@@ -1,29 +1,69 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
+#include <systemd/sd-bus.h>
 
 #include "image.h"
 
 /* Images that ship units: what the service manager is asked to do after a transition that
  * changed the merged trees of the running system (not with --root=, not with --no-reload).
  *
- *   EXTENSION_RELOAD_MANAGER=1        a daemon-reload (org.freedesktop.systemd1.Manager.Reload)
- *   EXTENSION_RESTART_UNITS=          after it, RestartUnit() of each, one after the other,
- *                                     each job waited for (a unit that is gone, e.g. one the
- *                                     removed extension shipped, is stopped instead)
+ *   EXTENSION_RELOAD_MANAGER=1        a daemon-reload (org.freedesktop.systemd1.Manager.Reload),
+ *                                     synchronous (bounded by a timeout)
+ *   EXTENSION_RESTART_UNITS=          after it, a RestartUnit() job of each unit
  *   EXTENSION_RELOAD_OR_RESTART_UNITS= the same with ReloadOrRestartUnit(); a unit in both
  *                                     lists is restarted
  * for the images the transition added, removed or changed (a refresh that leaves an image as
  * it was does not restart its units, unlike systemd-sysext, which restarts those of every
- * merged image); listing any unit implies the reload.  A failure is a warning: the trees are
- * in place by then. */
+ * merged image).
+ *
+ * Only the image's own units: an image may name a unit only if it ships a unit file for it
+ * or a drop-in (NAME.d/ with a *.conf file) in its own tree, for an instance also the
+ * template's (foo@bar.service: foo@.service, foo@.service.d/), looked up in the image's
+ * layer when it is probed:
+ *   sysext   usr/lib/systemd/system/, usr/local/lib/systemd/system/
+ *   confext  etc/systemd/system/
+ * A unit file counts only as a regular file (a symlink, an alias or a mask, is not the
+ * image's own unit).  Targets, mounts, automounts, swaps, slices, scopes and devices are never
+ * restarted by an image, shipped or not.  Every name refused is a warning naming the image
+ * and the reason.  Listing a unit the image ships implies the reload.
+ *
+ * A unit whose file an image shipped and that is gone after the transition (the image was
+ * removed, or its new version no longer ships it, and no image that stays ships it) is
+ * stopped; a drop-in that is gone restarts the unit it applied to.
+ *
+ * Jobs are enqueued (mode "replace") and never waited for: a transition does not depend on
+ * how long a unit takes.  A failure is a warning: the trees are in place by then. */
+
+typedef enum UnitJobKind {
+        UNIT_JOB_STOP,
+        UNIT_JOB_RESTART,
+        UNIT_JOB_RELOAD_OR_RESTART,
+        _UNIT_JOB_KIND_MAX,
+        _UNIT_JOB_KIND_INVALID = -EINVAL,
+} UnitJobKind;
+
+/* "stop", "restart", "reload-or-restart" */
+const char *unit_job_kind_to_string(UnitJobKind k);
+int unit_job_kind_from_string(const char *s);
+/* "StopUnit", "RestartUnit", "ReloadOrRestartUnit" */
+const char *unit_job_kind_method(UnitJobKind k);
+
+typedef struct UnitAction {
+        char *unit;
+        UnitJobKind kind;  /* once queued: what was queued (a restart of a unit gone: a stop) */
+        char *image;       /* the image that asked (or whose unit went), for messages */
+        char *job;         /* once queued: the job's object path */
+        char *error;       /* could not be queued: why */
+} UnitAction;
 
 typedef struct UnitActions {
         bool reload;
-        char **restart;
-        char **reload_or_restart;
-        char **warnings; /* invalid unit names, for the log */
+        UnitAction *actions; /* stops first, then restarts, then reloads-or-restarts */
+        size_t n;
+        char **warnings; /* refused names, for the log */
 } UnitActions;
 
 void unit_actions_done(UnitActions *a);
@@ -32,9 +72,48 @@ void unit_actions_done(UnitActions *a);
  * instance allowed, not a template, no path, at most 255 bytes. */
 bool unit_name_valid(const char *name);
 
+/* For a unit type an image may never restart (target, mount, automount, swap, slice, scope,
+ * device): its plural for messages ("targets"); NULL when the type may be restarted. */
+const char *unit_type_refused(const char *name);
+
+/* What an image's unit directory must hold for it to ship the unit: the unit file "NAME",
+ * the drop-in directory "NAME.d/", and for an instance the template's "T@.TYPE" and
+ * "T@.TYPE.d/".  The spellings are those of Image.shipped_units. */
+int unit_candidates(const char *name, char ***ret);
+
+typedef enum UnitShipped {
+        UNIT_NOT_SHIPPED,
+        UNIT_SHIPPED_DROPIN, /* a drop-in only: the unit itself comes from elsewhere */
+        UNIT_SHIPPED_FILE,   /* its unit file (or its template's) */
+} UnitShipped;
+
+/* Pure: whether the entries an image ships (Image.shipped_units) ship the unit. */
+UnitShipped unit_shipped(const char *name, char *const *shipped);
+
+/* Where an image of class k keeps units, relative to its root (a usr partition's root is
+ * usr/).  NULL-terminated. */
+char *const *unit_dirs(ImageClass k, bool usr_partition);
+
+/* I/O: which of the candidates of the names (unit_candidates()) exist in the unit
+ * directories below the image's root fd, resolved beneath it without following any symlink.
+ * Returns the entries found (NULL when none). */
+int unit_files_scan(int image_root_fd, char *const *dirs, char *const *names, char ***ret);
+
 /* Pure: from the compatible images merged before and after a transition, of the classes in
- * the mask (those the transition covered). */
+ * the mask (those the transition covered; images of the other classes stay as they were). */
 int unit_actions_plan(const ImageList *before, const ImageList *after, unsigned classes, UnitActions *ret);
 
-/* Asks the service manager on the system bus.  Logs what it does and what fails. */
-void unit_actions_run(const UnitActions *a);
+/* The service manager: as root its private socket /run/systemd/private (there before the
+ * system bus, at boot), else or when that fails the system bus ($DBUS_SYSTEM_BUS_ADDRESS,
+ * when set, is used as it is: tests run a bus of their own). */
+int unit_manager_connect(sd_bus **ret);
+
+/* Logs the warnings, reloads the service manager, then queues the jobs without waiting for
+ * them ("Queued restart of foo.service."), each action's job or error filled in.  Returns < 0
+ * when the manager could not be reached or reloaded (logged; no job queued), 1 when it ran,
+ * 0 when there was nothing to do. */
+int unit_actions_run(UnitActions *a);
+
+/* Queues one job; "Unit not found" for a restart becomes a stop (its unit file went).
+ * *ret_job: the job's object path; on failure *ret_error: why, for people.  Logs nothing. */
+int unit_job_enqueue(sd_bus *bus, const UnitAction *a, char **ret_job, UnitJobKind *ret_kind, char **ret_error);

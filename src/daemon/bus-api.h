@@ -39,5 +39,11 @@
 /*   classes:   per hierarchy its path, class ("sysext", "confext"), writable (mutable modes) */
 #define SYSEXTD_CLASS_STRUCT "(ssb)"
 
+/* UnitJobs property, UnitJobsFinished(t generation, a(ssss) jobs) signal: the jobs the last
+ * transition queued for images that ship units: unit, action ("restart", "reload-or-restart",
+ * "stop"), image, result ("" while it runs, then systemd's: "done", "failed", "canceled",
+ * "timeout", "dependency", "skipped", ...; "not-queued" when the manager refused it) */
+#define SYSEXTD_UNIT_JOB_STRUCT "(ssss)"
+
 /* How long a client waits for a transition. */
 #define SYSEXTD_CALL_TIMEOUT_USEC (15ULL * 60ULL * 1000000ULL)

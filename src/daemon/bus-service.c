@@ -639,6 +639,26 @@ static int property_get_stacks(sd_bus *bus, const char *path, const char *interf
         return r;
 }
 
+static int property_get_unit_jobs(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        return bus_append_unit_jobs(reply, userdata);
+}
+
+void bus_emit_unit_jobs_finished(Manager *m) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *signal = NULL;
+        int r;
+
+        r = sd_bus_message_new_signal(m->bus, &signal, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "UnitJobsFinished");
+        if (r >= 0)
+                r = sd_bus_message_append(signal, "t", m->unit_jobs_generation);
+        if (r >= 0)
+                r = bus_append_unit_jobs(signal, m);
+        if (r >= 0)
+                r = sd_bus_send(m->bus, signal, NULL);
+        if (r < 0)
+                log_warning_errno(r, "Failed to send UnitJobsFinished: %m");
+}
+
 static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Root", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
@@ -651,6 +671,8 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_PROPERTY("ImagePolicy", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("OwnershipProof", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Stacks", "a(suu)", property_get_stacks, 0, 0),
+        SD_BUS_PROPERTY("UnitJobs", "a" SYSEXTD_UNIT_JOB_STRUCT, property_get_unit_jobs, 0,
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_METHOD_WITH_ARGS("Merge", SD_BUS_ARGS("a{sv}", options),
                                 SD_BUS_RESULT("t", generation, "b", changed, "a(us)", messages), method_merge,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
@@ -669,6 +691,7 @@ static const sd_bus_vtable manager_vtable[] = {
                                               "s", policy, "a(sssb)", images, "a(ssb)", classes),
                                 method_get_status, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("TreeChanged", SD_BUS_ARGS("t", generation, "as", extensions), 0),
+        SD_BUS_SIGNAL_WITH_ARGS("UnitJobsFinished", SD_BUS_ARGS("t", generation, "a" SYSEXTD_UNIT_JOB_STRUCT, jobs), 0),
         SD_BUS_VTABLE_END,
 };
 

@@ -40,6 +40,7 @@
 #include "log.h"
 #include "manager.h"
 #include "util.h"
+#include "units.h"
 #include "verity.h"
 
 #ifdef SYSEXTD_TEST_HOOKS
@@ -128,6 +129,27 @@ static int run_transition(void *userdata, json_object *doc, int **ret_fds, size_
         log_set_sink(NULL, NULL);
         add_result(doc, &e->result);
         json_object_object_add(doc, "messages", c.messages);
+        /* The unit jobs it queued (not waited for): the bus process reports how they end. */
+        if (e->units.n > 0) {
+                json_object *a = json_object_new_array();
+
+                for (size_t i = 0; i < e->units.n; i++) {
+                        const UnitAction *x = &e->units.actions[i];
+                        json_object *o;
+
+                        if (!x->job && !x->error)
+                                continue; /* not asked (--no-reload, another root, no reload) */
+                        o = json_object_new_object();
+
+                        json_object_object_add(o, "unit", json_object_new_string(x->unit));
+                        json_object_object_add(o, "action", json_object_new_string(unit_job_kind_to_string(x->kind)));
+                        json_object_object_add(o, "image", json_object_new_string(x->image));
+                        if (x->job)
+                                json_object_object_add(o, "job", json_object_new_string(x->job));
+                        json_object_array_add(a, o);
+                }
+                json_object_object_add(doc, "unit_jobs", a);
+        }
 
         /* The images that went into the new tree, with their mounts, become the daemon's
          * cache: described in the document, their fds sent after it. */
@@ -242,6 +264,12 @@ static void job_finish(Job *j) {
                  * does the cache. */
                 if (doc_succeeded(doc) && take_cache(m, j) < 0)
                         log_warning("The worker's image cache could not be read; the next transition probes every image.");
+                if (doc) {
+                        uint64_t generation = 0;
+
+                        (void) json_get_u64(doc, "generation", &generation);
+                        unit_jobs_take(m, json_get_array(doc, "unit_jobs"), generation);
+                }
                 m->queue = j->next;
                 job_free(j);
                 /* The listing may no longer be what a new one would say. */
@@ -391,7 +419,7 @@ static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
         int r;
 
-        if (m->queue || m->listing || m->n_authorizing > 0 || m->releasing)
+        if (m->queue || m->listing || m->n_authorizing > 0 || m->releasing || unit_jobs_pending(m) > 0)
                 return 0;
         log_info("Idle for %" PRIu64 " s, exiting.", m->dconfig.idle_timeout_usec / 1000000);
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Exiting on idle.");
@@ -410,7 +438,7 @@ static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
 void manager_update_idle(Manager *m) {
         if (m->dconfig.idle_timeout_usec == 0 || m->releasing)
                 return;
-        if (m->queue || m->listing || m->n_authorizing > 0) {
+        if (m->queue || m->listing || m->n_authorizing > 0 || unit_jobs_pending(m) > 0) {
                 (void) sd_event_source_set_enabled(m->idle_timer, SD_EVENT_OFF);
                 return;
         }
@@ -540,6 +568,8 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
                 log_error_errno(r, "Failed to attach the bus to the event loop: %m");
                 goto finish;
         }
+        /* How the unit jobs of images that ship units end, watched from now on. */
+        unit_jobs_watch(&m);
 
         if (m.engine->result.recovered)
                 bus_emit_tree_changed(&m);
@@ -572,6 +602,7 @@ finish:
                 m.queue = n;
         }
         job_free(m.listing);
+        unit_jobs_done(&m);
         json_object_putp(&m.list_cache);
         image_list_free(&m.cache);
         sd_event_source_disable_unref(m.idle_timer);

@@ -15,6 +15,24 @@
 
 typedef struct Manager Manager;
 
+/* A unit job a transition queued for an image that ships units (units.h), and how it ended. */
+typedef struct UnitJob {
+        char *unit;
+        char *action; /* "restart", "reload-or-restart", "stop" */
+        char *image;
+        char *job;    /* object path; NULL: it could not be queued */
+        char *result; /* NULL while it runs; systemd's result ("done", "failed", ...), or
+                       * "not-queued" */
+} UnitJob;
+
+/* JobRemoved signals seen, kept a while: a job may end before the worker's report that queued
+ * it reaches the bus process. */
+#define UNIT_JOBS_SEEN_MAX 256
+typedef struct SeenJob {
+        char *job;
+        char *result;
+} SeenJob;
+
 typedef enum JobType {
         JOB_TRANSITION,
         JOB_LIST,
@@ -62,6 +80,14 @@ struct Manager {
          * Replaced after every successful transition, from what its worker sends back. */
         ImageList cache;
 
+        /* The unit jobs of the last transition that queued any (unit-jobs.c). */
+        UnitJob *unit_jobs;
+        size_t n_unit_jobs;
+        uint64_t unit_jobs_generation;
+        SeenJob seen[UNIT_JOBS_SEEN_MAX];
+        size_t seen_next;
+        sd_bus_slot *job_removed_slot;
+
         bool exiting;   /* SIGTERM: the running transition finishes and is answered, then exit */
         int releasing;  /* idle: 1 while the bus name is being given back, 2 once it is */
         unsigned n_authorizing; /* polkit queries in flight */
@@ -72,9 +98,18 @@ int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb ver
 int manager_list_images(Manager *m, sd_bus_message *request);
 void manager_update_idle(Manager *m);
 
+/* unit-jobs.c: the service manager's JobRemoved signals are watched from the start (and the
+ * daemon subscribes to them), so that no job's end is missed. */
+void unit_jobs_watch(Manager *m);
+void unit_jobs_take(Manager *m, json_object *jobs, uint64_t generation);
+size_t unit_jobs_pending(const Manager *m);
+void unit_jobs_done(Manager *m);
+int bus_append_unit_jobs(sd_bus_message *reply, const Manager *m);
+
 /* bus-service.c */
 int bus_service_register(Manager *m);
 int bus_reply_transition(sd_bus_message *request, json_object *doc);
 int bus_reply_list(sd_bus_message *request, json_object *doc);
 int bus_reply_failure(sd_bus_message *request, json_object *doc, const char *fallback);
 void bus_emit_tree_changed(Manager *m);
+void bus_emit_unit_jobs_finished(Manager *m);
