@@ -302,14 +302,19 @@ static ImagePolicy effective_policy(const Engine *e, const EngineOptions *o) {
         return o && o->policy >= 0 && o->policy < _IMAGE_POLICY_MAX ? (ImagePolicy) o->policy : e->config.policy;
 }
 
-/* What the verdicts depend on besides the images: the policy and the trusted certificates. */
-static uint64_t config_stamp(Engine *e, ImagePolicy policy) {
+/* What the verdicts depend on besides the images: the policy, the trusted certificates and
+ * --force.  A verdict made under --force (release files not matched) holds for calls with
+ * --force only: without it in the stamp, an image of another OS let in once would stay in, by
+ * the image cache and by a refresh that finds nothing changed. */
+static uint64_t config_stamp(Engine *e, ImagePolicy policy, bool force) {
         _cleanup_closedir_ DIR *d = NULL;
         uint64_t stamp = STAMP_INIT;
         struct dirent *de;
         int fd;
 
         stamp_add_u64(&stamp, policy);
+        if (force)
+                stamp_add_string(&stamp, "force");
         stamp_add_string(&stamp, e->config.trusted_dir);
         fd = open_directory_at(e->root_fd, e->config.trusted_dir, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
         if (fd >= 0) {
@@ -426,7 +431,7 @@ static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
                 .cert_display = cert_display,
                 .use_dm = kernel_has(KERNEL_DEVICE_MAPPER),
         };
-        judged_by = config_stamp(e, ctx.policy);
+        judged_by = config_stamp(e, ctx.policy, ctx.force);
         for (size_t i = 0; i < l->n; i++) {
                 r = stop_if_requested(e);
                 if (r < 0)
@@ -556,7 +561,7 @@ static int create_hierarchies(Engine *e, Journal *j, HierarchyState *states, Pla
 /* What a tree depends on besides its images: the policy and certificates, and per class the
  * mount options, the mutable mode and its directories. */
 static uint64_t transition_stamp(Engine *e, const EngineOptions *o, const MutableSetup *mutables, size_t n) {
-        uint64_t stamp = config_stamp(e, effective_policy(e, o));
+        uint64_t stamp = config_stamp(e, effective_policy(e, o), o && o->force);
 
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
                 stamp_add_u64(&stamp, class_attrs(e, o, k));
