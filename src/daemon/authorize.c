@@ -61,8 +61,16 @@ char *authorize_unsafe_to_string(const EngineConfig *c, const EngineOptions *o) 
         if (r >= 0 && (u & AUTHORIZE_UNSAFE_IMAGE_POLICY))
                 r = push_assignment(&l, "image-policy", image_policy_to_string(o->policy),
                                     image_policy_to_string(c->policy));
-        if (r >= 0 && (u & AUTHORIZE_UNSAFE_NOEXEC))
-                r = strv_extend(&l, "noexec=false");
+        for (ImageClass k = 0; r >= 0 && (u & AUTHORIZE_UNSAFE_NOEXEC) && k < _IMAGE_CLASS_MAX; k++)
+                if (engine_options_cover(o, k) && c->classes[k].noexec) {
+                        char *n;
+
+                        /* Named once, with the first class configured noexec. */
+                        if (asprintf(&n, "noexec=false (configured: noexec for %s)", image_class_to_string(k)) < 0)
+                                return NULL;
+                        r = strv_push(&l, n);
+                        break;
+                }
         for (ImageClass k = 0; r >= 0 && k < _IMAGE_CLASS_MAX; k++)
                 if (engine_options_cover(o, k) && requested_mutable_unsafe(c, o, k)) {
                         char key[32];

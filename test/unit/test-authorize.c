@@ -68,7 +68,7 @@ int main(void) {
         o = (EngineOptions) ENGINE_OPTIONS_INIT;
         o.noexec = 0;
         CHECK(authorize_unsafe(&c, &o) == AUTHORIZE_UNSAFE_NOEXEC);
-        CHECK_STREQ(unsafe_string(&c, &o), "noexec=false");
+        CHECK_STREQ(unsafe_string(&c, &o), "noexec=false (configured: noexec for confext)");
         o.classes = 1u << IMAGE_CLASS_SYSEXT;
         CHECK(authorize_unsafe(&c, &o) == 0);
         c.classes[IMAGE_CLASS_SYSEXT].noexec = true;
@@ -106,7 +106,8 @@ int main(void) {
         CHECK(authorize_unsafe(&c, &o) == (AUTHORIZE_UNSAFE_FORCE | AUTHORIZE_UNSAFE_IMAGE_POLICY |
                                            AUTHORIZE_UNSAFE_NOEXEC | AUTHORIZE_UNSAFE_MUTABLE));
         CHECK_STREQ(unsafe_string(&c, &o),
-                    "force=true, image-policy=open (configured: signed), noexec=false, confext-mutable=yes (configured: no)");
+                    "force=true, image-policy=open (configured: signed), noexec=false (configured: noexec for confext), "
+                    "confext-mutable=yes (configured: no)");
 
         /* Details. */
         CHECK(authorize_details(&c, ENGINE_REFRESH, &o, &d) == 0);
