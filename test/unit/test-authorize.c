@@ -13,11 +13,11 @@ static const char *detail(char **d, const char *key) {
         return NULL;
 }
 
-static char *unsafe_string(const EngineConfig *c, const EngineOptions *o) {
-        static char *last;
-        free(last);
-        last = authorize_unsafe_to_string(c, o);
-        return last;
+/* authorize_unsafe_to_string() is 'want'. */
+static void check_unsafe_string(const EngineConfig *c, const EngineOptions *o, const char *want) {
+        char *s = authorize_unsafe_to_string(c, o);
+        CHECK_STREQ(s, want);
+        free(s);
 }
 
 int main(void) {
@@ -36,20 +36,20 @@ int main(void) {
         o.classes = 1u << IMAGE_CLASS_CONFEXT;
         o.noexec = 1;
         CHECK(authorize_unsafe(&c, &o) == 0);
-        CHECK_STREQ(unsafe_string(&c, &o), "");
+        check_unsafe_string(&c, &o, "");
 
         /* force: always. */
         o = (EngineOptions) ENGINE_OPTIONS_INIT;
         o.force = true;
         CHECK(authorize_unsafe(&c, &o) == AUTHORIZE_UNSAFE_FORCE);
         CHECK_STREQ(authorize_action(authorize_unsafe(&c, &o)), "org.sysextd1.manage-unsafe");
-        CHECK_STREQ(unsafe_string(&c, &o), "force=true");
+        check_unsafe_string(&c, &o, "force=true");
 
         /* image-policy: weaker than configured is unsafe, the same or stricter is not. */
         o = (EngineOptions) ENGINE_OPTIONS_INIT;
         o.policy = IMAGE_POLICY_OPEN;
         CHECK(authorize_unsafe(&c, &o) == AUTHORIZE_UNSAFE_IMAGE_POLICY);
-        CHECK_STREQ(unsafe_string(&c, &o), "image-policy=open (configured: signed)");
+        check_unsafe_string(&c, &o, "image-policy=open (configured: signed)");
         o.policy = IMAGE_POLICY_VERITY;
         CHECK(authorize_unsafe(&c, &o) == AUTHORIZE_UNSAFE_IMAGE_POLICY);
         o.policy = IMAGE_POLICY_SIGNED;
@@ -68,7 +68,7 @@ int main(void) {
         o = (EngineOptions) ENGINE_OPTIONS_INIT;
         o.noexec = 0;
         CHECK(authorize_unsafe(&c, &o) == AUTHORIZE_UNSAFE_NOEXEC);
-        CHECK_STREQ(unsafe_string(&c, &o), "noexec=false (configured: noexec for confext)");
+        check_unsafe_string(&c, &o, "noexec=false (configured: noexec for confext)");
         o.classes = 1u << IMAGE_CLASS_SYSEXT;
         CHECK(authorize_unsafe(&c, &o) == 0);
         c.classes[IMAGE_CLASS_SYSEXT].noexec = true;
@@ -84,7 +84,7 @@ int main(void) {
                 CHECK(authorize_unsafe(&c, &o) == AUTHORIZE_UNSAFE_MUTABLE);
         }
         o.mutable[IMAGE_CLASS_SYSEXT] = MUTABLE_YES;
-        CHECK_STREQ(unsafe_string(&c, &o), "sysext-mutable=yes (configured: no)");
+        check_unsafe_string(&c, &o, "sysext-mutable=yes (configured: no)");
         c.classes[IMAGE_CLASS_SYSEXT].mutable = MUTABLE_YES;
         CHECK(authorize_unsafe(&c, &o) == 0);
         o.mutable[IMAGE_CLASS_SYSEXT] = MUTABLE_NO;
@@ -105,9 +105,9 @@ int main(void) {
         o.mutable[IMAGE_CLASS_CONFEXT] = MUTABLE_YES;
         CHECK(authorize_unsafe(&c, &o) == (AUTHORIZE_UNSAFE_FORCE | AUTHORIZE_UNSAFE_IMAGE_POLICY |
                                            AUTHORIZE_UNSAFE_NOEXEC | AUTHORIZE_UNSAFE_MUTABLE));
-        CHECK_STREQ(unsafe_string(&c, &o),
-                    "force=true, image-policy=open (configured: signed), noexec=false (configured: noexec for confext), "
-                    "confext-mutable=yes (configured: no)");
+        check_unsafe_string(&c, &o,
+                            "force=true, image-policy=open (configured: signed), "
+                            "noexec=false (configured: noexec for confext), confext-mutable=yes (configured: no)");
 
         /* Details. */
         CHECK(authorize_details(&c, ENGINE_REFRESH, &o, &d) == 0);
@@ -140,7 +140,6 @@ int main(void) {
         CHECK_STREQ(detail(d, "unsafe"), "");
         strv_free(d);
 
-        free(unsafe_string(&c, &o));
         engine_config_done(&c);
         return tap_finish();
 }
