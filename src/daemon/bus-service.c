@@ -357,20 +357,20 @@ static int on_authorization(sd_bus_message *reply, void *userdata, sd_bus_error 
                                                "polkit sent an answer that cannot be read; refusing.");
         else if (authorized)
                 r = manager_queue_transition(m, a->request, a->verb, &a->options);
-        else if (!(what = describe_action(a)))
-                r = -ENOMEM;
-        else if (challenge && !a->interactive)
-                r = sd_bus_reply_method_errorf(a->request, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED,
-                                               "Changing the merged tree needs authentication (%s); call with interactive authorization allowed.",
-                                               what);
-        else
-                r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
-                                               "The caller is not authorized to change the merged tree (%s).", what);
-        if (r < 0) {
-                log_warning_errno(r, "Failed to answer a call after its authorization: %m");
-                (void) sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_FAILED, "Failed to handle polkit's answer: %s",
-                                                  strerror(-r));
+        else {
+                /* Out of memory for the options' description: the action's name alone. */
+                what = describe_action(a);
+                if (challenge && !a->interactive)
+                        r = sd_bus_reply_method_errorf(a->request, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED,
+                                                       "Changing the merged tree needs authentication (%s); call with interactive authorization allowed.",
+                                                       what ?: authorize_action(a->unsafe));
+                else
+                        r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
+                                                       "The caller is not authorized to change the merged tree (%s).",
+                                                       what ?: authorize_action(a->unsafe));
         }
+        if (r < 0)
+                log_warning_errno(r, "Failed to answer a call after its authorization: %m");
         authorization_free(a);
         return 0;
 }
