@@ -324,9 +324,11 @@ static int reply_polkit_error(Authorization *a, const sd_bus_error *e) {
 
         if (sd_bus_error_has_names(e, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER,
                                    "org.freedesktop.DBus.Error.Spawn.ServiceNotFound"))
+                /* The same whatever the options: which action would have been asked does not
+                 * matter when nobody can be asked. */
                 return sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
-                                                  "Only root may change the merged tree: polkit, which could allow others (action %s), is not available.",
-                                                  authorize_action(a->unsafe));
+                                                  "Only root may change the merged tree: polkit, which could allow others (actions "
+                                                  SYSEXTD_POLKIT_ACTION " and " SYSEXTD_POLKIT_ACTION_UNSAFE "), is not available.");
         /* sd-bus's own timeout (the bus says NoReply too when polkit went away without an
          * answer: that happens before the time is up). */
         if (sd_bus_error_has_names(e, SD_BUS_ERROR_NO_REPLY, SD_BUS_ERROR_TIMEOUT) && elapsed + 100000 >= a->timeout_usec) {
