@@ -310,8 +310,13 @@ static ImagePolicy effective_policy(const Engine *e, const EngineOptions *o, Ima
         return e->config.policy;
 }
 
-/* What the verdicts depend on besides the images: the policy and the trusted certificates. */
-static uint64_t config_stamp(Engine *e, const ImagePolicy *policy) {
+/* What the verdicts depend on besides the images: the policy of each class, the trusted
+ * certificates and, for a verdict, --force: one made under --force (release files not
+ * matched) holds for calls with --force only, or the image cache would let an image of another
+ * OS into a later rebuild without it.  A tree's stamp leaves --force out: a plain refresh that
+ * finds the same images keeps what a forced one merged, as with systemd-sysext (the journal
+ * records that the trees were forced: gather_images()). */
+static uint64_t config_stamp(Engine *e, const ImagePolicy *policy, bool force) {
         _cleanup_closedir_ DIR *d = NULL;
         uint64_t stamp = STAMP_INIT;
         struct dirent *de;
@@ -319,6 +324,8 @@ static uint64_t config_stamp(Engine *e, const ImagePolicy *policy) {
 
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
                 stamp_add_u64(&stamp, policy[k]);
+        if (force)
+                stamp_add_string(&stamp, "force");
         stamp_add_string(&stamp, e->config.trusted_dir);
         fd = open_directory_at(e->root_fd, e->config.trusted_dir, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
         if (fd >= 0) {
@@ -452,7 +459,7 @@ static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
                 .cert_display = cert_display,
                 .use_dm = kernel_has(KERNEL_DEVICE_MAPPER),
         };
-        judged_by = config_stamp(e, ctx.policy);
+        judged_by = config_stamp(e, ctx.policy, ctx.force);
         for (size_t i = 0; i < l->n; i++) {
                 r = stop_if_requested(e);
                 if (r < 0)
@@ -624,7 +631,7 @@ static uint64_t transition_stamp(Engine *e, const EngineOptions *o, const Mutabl
                 [IMAGE_CLASS_SYSEXT] = effective_policy(e, o, IMAGE_CLASS_SYSEXT),
                 [IMAGE_CLASS_CONFEXT] = effective_policy(e, o, IMAGE_CLASS_CONFEXT),
         };
-        uint64_t stamp = config_stamp(e, policy);
+        uint64_t stamp = config_stamp(e, policy, false);
 
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
                 stamp_add_u64(&stamp, class_attrs(e, o, k));

@@ -19,8 +19,10 @@
 #define SYSEXTD_ERROR_INVALID_OPTION "org.sysextd1.Error.InvalidOption"
 #define SYSEXTD_ERROR_WRONG_ROOT "org.sysextd1.Error.WrongRoot"
 
-/* The polkit action the mutating methods are authorized with (share/polkit-1/actions). */
+/* The polkit actions the mutating methods are authorized with (share/polkit-1/actions): the
+ * second when an option weakens the configuration (authorize.h). */
 #define SYSEXTD_POLKIT_ACTION "org.sysextd1.manage"
+#define SYSEXTD_POLKIT_ACTION_UNSAFE "org.sysextd1.manage-unsafe"
 
 /* Merge/Refresh/Unmerge(a{sv} options) -> (t generation, b changed, a(us) messages) */
 #define SYSEXTD_TRANSITION_REPLY "tba(us)"

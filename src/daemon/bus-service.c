@@ -5,8 +5,13 @@
  * passes string_safe(): valid UTF-8 without control characters, whatever an image's file name
  * or a reason held, so that no reply can fail to be sent.
  */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "authorize.h"
 #include "bus-api.h"
 #include "json-util.h"
 #include "kernel.h"
@@ -217,62 +222,189 @@ static int caller_uid(sd_bus_message *message, uid_t *ret) {
 }
 
 /* Authorization of the mutating methods, as systemd's daemons do it: root is let through
- * without asking; anyone else is asked about through polkit's CheckAuthorization for the
- * action org.sysextd1.manage (default auth_admin_keep), with user interaction only when the
- * caller allowed it (the message's interactive-authorization flag).  The answer comes
- * asynchronously; the bus loop goes on meanwhile. */
+ * without asking; anyone else is asked about through polkit's CheckAuthorization, for the
+ * action org.sysextd1.manage (default auth_admin_keep) or, when an option weakens the
+ * configuration, org.sysextd1.manage-unsafe (default auth_admin; authorize.h says which
+ * options), with the options as details for rules to look at, and with user interaction only
+ * when the caller allowed it (the message's interactive-authorization flag).  The answer comes
+ * asynchronously; the bus loop goes on meanwhile.
+ *
+ * polkit gets a bounded time to answer: a query that waits for a person who never answers must
+ * not keep the daemon from exiting when idle or hold the caller forever.  When it expires the
+ * caller is refused, an interactive query is cancelled (CancelCheckAuthorization, so that
+ * polkit takes down its dialog), and the query is forgotten. */
+#define POLKIT_TIMEOUT_USEC (25ULL * 1000000ULL)
+#define POLKIT_INTERACTIVE_TIMEOUT_USEC (120ULL * 1000000ULL)
+
 typedef struct Authorization {
         Manager *manager;
         sd_bus_message *request;
         EngineVerb verb;
         EngineOptions options;
+        unsigned unsafe; /* AUTHORIZE_UNSAFE_* */
         bool interactive;
+        uint64_t timeout_usec;
+        uint64_t started_usec; /* CLOCK_MONOTONIC */
+        char *cancellation_id;
         sd_bus_slot *slot;
 } Authorization;
 
 static void authorization_free(Authorization *a) {
+        Manager *m;
+
         if (!a)
                 return;
+        m = a->manager;
         sd_bus_slot_unref(a->slot);
         sd_bus_message_unref(a->request);
-        a->manager->n_authorizing--;
-        manager_update_idle(a->manager);
+        free(a->cancellation_id);
         free(a);
+        m->n_authorizing--;
+        manager_update_idle(m);
+        manager_exit_if_done(m);
+}
+
+static uint64_t polkit_timeout_usec(bool interactive) {
+#ifdef SYSEXTD_TEST_HOOKS
+        /* Tests shorten both timeouts to this many seconds. */
+        const char *e = getenv("SYSEXTD_TEST_POLKIT_TIMEOUT_SEC");
+        char *end;
+        unsigned long sec;
+
+        if (e) {
+                errno = 0;
+                sec = strtoul(e, &end, 10);
+                if (errno == 0 && end != e && *end == 0 && sec > 0 && sec < 3600)
+                        return (uint64_t) sec * 1000000ULL;
+        }
+#endif
+        return interactive ? POLKIT_INTERACTIVE_TIMEOUT_USEC : POLKIT_TIMEOUT_USEC;
+}
+
+/* Tells polkit we no longer wait for an interactive query (it takes down the agent's dialog).
+ * Nothing waits for the answer. */
+static void authorization_cancel(Authorization *a) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *q = NULL;
+        int r;
+
+        if (!a->interactive || !a->cancellation_id)
+                return;
+        r = sd_bus_message_new_method_call(a->manager->bus, &q, "org.freedesktop.PolicyKit1",
+                                           "/org/freedesktop/PolicyKit1/Authority", "org.freedesktop.PolicyKit1.Authority",
+                                           "CancelCheckAuthorization");
+        if (r >= 0)
+                r = sd_bus_message_append(q, "s", a->cancellation_id);
+        if (r >= 0)
+                r = sd_bus_message_set_expect_reply(q, false);
+        if (r >= 0)
+                r = sd_bus_message_set_auto_start(q, false);
+        if (r >= 0)
+                r = sd_bus_send(a->manager->bus, q, NULL);
+        if (r < 0)
+                log_debug_errno(r, "Failed to cancel the polkit query %s: %m", a->cancellation_id);
+}
+
+/* "org.sysextd1.manage", or the unsafe action with the options that need it. */
+static char *describe_action(const Authorization *a) {
+        _cleanup_free_ char *opts = NULL;
+        char *s;
+
+        if (!a->unsafe)
+                return strdup("polkit action " SYSEXTD_POLKIT_ACTION);
+        opts = authorize_unsafe_to_string(&a->manager->engine->config, &a->options);
+        if (!opts || asprintf(&s, "polkit action " SYSEXTD_POLKIT_ACTION_UNSAFE ", for options that weaken the configuration: %s",
+                              opts) < 0)
+                return NULL;
+        return s;
+}
+
+static int reply_polkit_error(Authorization *a, const sd_bus_error *e) {
+        _cleanup_free_ char *buf = NULL;
+        uint64_t elapsed = now_monotonic_usec() - a->started_usec;
+
+        if (sd_bus_error_has_names(e, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER,
+                                   "org.freedesktop.DBus.Error.Spawn.ServiceNotFound"))
+                /* The same whatever the options: which action would have been asked does not
+                 * matter when nobody can be asked. */
+                return sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
+                                                  "Only root may change the merged tree: polkit, which could allow others (actions "
+                                                  SYSEXTD_POLKIT_ACTION " and " SYSEXTD_POLKIT_ACTION_UNSAFE "), is not available.");
+        /* sd-bus's own timeout (the bus says NoReply too when polkit went away without an
+         * answer: that happens before the time is up). */
+        if (sd_bus_error_has_names(e, SD_BUS_ERROR_NO_REPLY, SD_BUS_ERROR_TIMEOUT) && elapsed + 100000 >= a->timeout_usec) {
+                log_warning("polkit did not answer a%s query for action %s within %" PRIu64 " s; refusing the call.",
+                            a->interactive ? "n interactive" : "", authorize_action(a->unsafe), a->timeout_usec / 1000000);
+                authorization_cancel(a);
+                return sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
+                                                  "polkit did not answer within %" PRIu64 " s whether the caller may change the merged tree (action %s); refusing.",
+                                                  a->timeout_usec / 1000000, authorize_action(a->unsafe));
+        }
+        return sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
+                                          "Cannot ask polkit whether the caller may change the merged tree: %s",
+                                          string_safe(e->message ?: e->name, &buf));
 }
 
 static int on_authorization(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
         Authorization *a = userdata;
         Manager *m = a->manager;
         const sd_bus_error *e = sd_bus_message_get_error(reply);
+        _cleanup_free_ char *what = NULL;
         int authorized = 0, challenge = 0, r;
 
-        if (e) {
-                if (sd_bus_error_has_names(e, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER,
-                                           "org.freedesktop.DBus.Error.Spawn.ServiceNotFound"))
-                        r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
-                                                       "Only root may change the merged tree: polkit, which could allow others (action %s), is not available.",
-                                                       SYSEXTD_POLKIT_ACTION);
-                else
-                        r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
-                                                       "Cannot ask polkit whether the caller may change the merged tree: %s",
-                                                       e->message ?: e->name);
-        } else if (sd_bus_message_enter_container(reply, 'r', "bba{ss}") < 0 ||
-                   sd_bus_message_read(reply, "bb", &authorized, &challenge) < 0)
+        if (e)
+                r = reply_polkit_error(a, e);
+        else if (sd_bus_message_enter_container(reply, 'r', "bba{ss}") < 0 ||
+                 sd_bus_message_read(reply, "bb", &authorized, &challenge) < 0)
                 r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
                                                "polkit sent an answer that cannot be read; refusing.");
         else if (authorized)
                 r = manager_queue_transition(m, a->request, a->verb, &a->options);
-        else if (challenge && !a->interactive)
-                r = sd_bus_reply_method_errorf(a->request, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED,
-                                               "Changing the merged tree needs authentication (polkit action %s); call with interactive authorization allowed.",
-                                               SYSEXTD_POLKIT_ACTION);
-        else
-                r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
-                                               "The caller is not authorized to change the merged tree (polkit action %s).",
-                                               SYSEXTD_POLKIT_ACTION);
+        else {
+                /* Out of memory for the options' description: the action's name alone. */
+                what = describe_action(a);
+                if (challenge && !a->interactive)
+                        r = sd_bus_reply_method_errorf(a->request, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED,
+                                                       "Changing the merged tree needs authentication (%s); call with interactive authorization allowed.",
+                                                       what ?: authorize_action(a->unsafe));
+                else
+                        r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
+                                                       "The caller is not authorized to change the merged tree (%s).",
+                                                       what ?: authorize_action(a->unsafe));
+        }
         if (r < 0)
                 log_warning_errno(r, "Failed to answer a call after its authorization: %m");
         authorization_free(a);
+        return 0;
+}
+
+/* CheckAuthorization(subject, action, details, flags, cancellation id). */
+static int polkit_query_new(Manager *m, sd_bus_message *message, const Authorization *a, sd_bus_message **ret) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *q = NULL;
+        _cleanup_strv_free_ char **details = NULL;
+        int r;
+
+        r = authorize_details(&m->engine->config, a->verb, &a->options, &details);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_new_method_call(m->bus, &q, "org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
+                                           "org.freedesktop.PolicyKit1.Authority", "CheckAuthorization");
+        if (r >= 0)
+                r = sd_bus_message_append(q, "(sa{sv})s", "system-bus-name", 1, "name", "s", sd_bus_message_get_sender(message),
+                                          authorize_action(a->unsafe));
+        if (r >= 0)
+                r = sd_bus_message_open_container(q, 'a', "{ss}");
+        for (char **d = details; r >= 0 && d && d[0] && d[1]; d += 2)
+                r = sd_bus_message_append(q, "{ss}", d[0], d[1]);
+        if (r >= 0)
+                r = sd_bus_message_close_container(q);
+        if (r >= 0)
+                r = sd_bus_message_append(q, "us", (uint32_t) (a->interactive ? 1 : 0), a->cancellation_id);
+        /* Without the activation of polkit being our problem: it is there or it is not. */
+        if (r >= 0)
+                r = sd_bus_message_set_auto_start(q, false);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(q);
         return 0;
 }
 
@@ -280,6 +412,7 @@ static int authorize_and_queue(Manager *m, sd_bus_message *message, EngineVerb v
                                sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *q = NULL;
         Authorization *a;
+        uint64_t cookie = 0;
         uid_t uid;
         int r;
 
@@ -289,26 +422,27 @@ static int authorize_and_queue(Manager *m, sd_bus_message *message, EngineVerb v
         if (uid == 0)
                 return manager_queue_transition(m, message, verb, o);
 
-        r = sd_bus_message_new_method_call(m->bus, &q, "org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
-                                           "org.freedesktop.PolicyKit1.Authority", "CheckAuthorization");
-        if (r >= 0)
-                r = sd_bus_message_append(q, "(sa{sv})sa{ss}us", "system-bus-name", 1, "name", "s",
-                                          sd_bus_message_get_sender(message), SYSEXTD_POLKIT_ACTION, 0,
-                                          (uint32_t) (sd_bus_message_get_allow_interactive_authorization(message) ? 1 : 0), "");
-        /* Without the activation of polkit being our problem: it is there or it is not. */
-        if (r >= 0)
-                r = sd_bus_message_set_auto_start(q, false);
-        if (r < 0)
-                return r;
         a = calloc(1, sizeof(*a));
         if (!a)
                 return -ENOMEM;
         *a = (Authorization) { .manager = m, .request = sd_bus_message_ref(message), .verb = verb, .options = *o,
+                               .unsafe = authorize_unsafe(&m->engine->config, o),
                                .interactive = sd_bus_message_get_allow_interactive_authorization(message) > 0 };
+        a->timeout_usec = polkit_timeout_usec(a->interactive);
         m->n_authorizing++;
         manager_update_idle(m);
-        /* An interactive query may wait for a person: polkit's own timeout decides. */
-        r = sd_bus_call_async(m->bus, &a->slot, q, on_authorization, a, a->interactive ? UINT64_MAX : 0);
+        /* Unique among our queries: the caller's unique name and its call's serial. */
+        (void) sd_bus_message_get_cookie(message, &cookie);
+        if (asprintf(&a->cancellation_id, "sysextd-%s-%" PRIu64, sd_bus_message_get_sender(message) ?: "", cookie) < 0) {
+                a->cancellation_id = NULL;
+                authorization_free(a);
+                return -ENOMEM;
+        }
+        r = polkit_query_new(m, message, a, &q);
+        if (r >= 0) {
+                a->started_usec = now_monotonic_usec();
+                r = sd_bus_call_async(m->bus, &a->slot, q, on_authorization, a, a->timeout_usec);
+        }
         if (r < 0) {
                 authorization_free(a);
                 return r;

@@ -228,7 +228,7 @@ static int take_cache(Manager *m, Job *j) {
         return 0;
 }
 
-static void manager_exit_if_done(Manager *m) {
+void manager_exit_if_done(Manager *m) {
         if ((m->exiting || m->releasing == 2) && !m->queue && !m->listing && m->n_authorizing == 0)
                 (void) sd_event_exit(m->event, 0);
 }

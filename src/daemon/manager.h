@@ -97,6 +97,8 @@ struct Manager {
 int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o);
 int manager_list_images(Manager *m, sd_bus_message *request);
 void manager_update_idle(Manager *m);
+/* Exits the event loop when the daemon is going (SIGTERM, idle) and nothing is left to answer. */
+void manager_exit_if_done(Manager *m);
 
 /* unit-jobs.c: the service manager's JobRemoved signals are watched from the start (and the
  * daemon subscribes to them), so that no job's end is missed. */
