@@ -78,6 +78,77 @@ int main(void) {
         CHECK(!mutable_workdir_valid("var/lib/opt"));
         CHECK(!mutable_workdir_valid(""));
         CHECK(!mutable_workdir_valid("var/lib/.sysextd-opt-work.0123456789abcdef0123456789abcdeg"));
+        /* Owners and modes that may hold an upper directory. */
+        CHECK(mutable_owner_safe(0, 040755));
+        CHECK(mutable_owner_safe(0, 040700));
+        CHECK(mutable_owner_safe(0, 040555));
+        CHECK(!mutable_owner_safe(65534, 040755));
+        CHECK(!mutable_owner_safe(1000, 040700));
+        CHECK(!mutable_owner_safe(0, 040775));
+        CHECK(!mutable_owner_safe(0, 040757));
+        CHECK(!mutable_owner_safe(0, 041777));
+        CHECK(!mutable_owner_safe(0, 040777));
+
+        /* Placement: outside every hierarchy and search directory, one per hierarchy, safe. */
+        {
+                char *paths[] = { (char *) "/r/usr", (char *) "/r/opt", (char *) "/r/etc", NULL };
+                char *forbidden[] = { (char *) "/r/var/lib/extensions", (char *) "/r/run/extensions", NULL };
+                MutableSetup s[3];
+                char *p;
+
+#define SETUP(i, up, dir, dev, ino)                                                                      \
+        s[i] = (MutableSetup) { .d = { .upper = (up) }, .dir_path = (char *) (dir), .dir_dev = (dev), .dir_ino = (ino) }
+                SETUP(0, MUTABLE_UPPER_DIR, "/r/var/lib/extensions.mutable/usr", 1, 10);
+                SETUP(1, MUTABLE_UPPER_DIR, "/r/var/lib/extensions.mutable/opt", 1, 11);
+                SETUP(2, MUTABLE_UPPER_NONE, NULL, 0, 0);
+                free(msg);
+                msg = NULL;
+                CHECK(mutable_check_placement(s, paths, 3, forbidden, &msg) == 0);
+                /* usr -> opt */
+                SETUP(0, MUTABLE_UPPER_DIR, "/r/opt", 1, 20);
+                CHECK(mutable_check_placement(s, paths, 3, forbidden, &msg) == -EINVAL && strstr(msg, "share one upper"));
+                /* etc -> usr, across the classes */
+                SETUP(0, MUTABLE_UPPER_NONE, NULL, 0, 0);
+                SETUP(2, MUTABLE_UPPER_DIR, "/r/usr", 1, 21);
+                CHECK(mutable_check_placement(s, paths, 3, forbidden, &msg) == -EINVAL && strstr(msg, "/r/usr"));
+                /* usr and opt -> one directory */
+                SETUP(0, MUTABLE_UPPER_DIR, "/r/data/up", 2, 30);
+                SETUP(1, MUTABLE_UPPER_DIR, "/r/data/up", 2, 30);
+                SETUP(2, MUTABLE_UPPER_NONE, NULL, 0, 0);
+                CHECK(mutable_check_placement(s, paths, 3, forbidden, &msg) == -EINVAL && strstr(msg, "are one directory"));
+                /* ... also when one imports it */
+                SETUP(1, MUTABLE_UPPER_NONE, "/r/data/up", 2, 30);
+                s[1].d.import_dir = true;
+                CHECK(mutable_check_placement(s, paths, 3, forbidden, &msg) == -EINVAL);
+                /* inside a hierarchy, its own or another's */
+                SETUP(1, MUTABLE_UPPER_NONE, NULL, 0, 0);
+                SETUP(0, MUTABLE_UPPER_DIR, "/r/usr/share", 1, 40);
+                CHECK(mutable_check_placement(s, paths, 3, forbidden, &msg) == -EINVAL && strstr(msg, "lies inside the hierarchy /r/usr"));
+                SETUP(0, MUTABLE_UPPER_DIR, "/r/etc/x/y", 1, 41);
+                CHECK(mutable_check_placement(s, paths, 3, forbidden, &msg) == -EINVAL && strstr(msg, "/r/etc"));
+                /* a name that only starts like a hierarchy is not inside it */
+                SETUP(0, MUTABLE_UPPER_DIR, "/r/usrdata", 1, 42);
+                CHECK(mutable_check_placement(s, paths, 3, forbidden, &msg) == 0);
+                /* inside a search directory */
+                SETUP(0, MUTABLE_UPPER_DIR, "/r/var/lib/extensions/app", 1, 43);
+                CHECK(mutable_check_placement(s, paths, 3, forbidden, &msg) == -EINVAL && strstr(msg, "extension images"));
+                SETUP(0, MUTABLE_UPPER_DIR, "/r/run/extensions", 1, 44);
+                CHECK(mutable_check_placement(s, paths, 3, forbidden, &msg) == -EINVAL);
+                /* unsafe owners */
+                p = strdup("/r/var");
+                SETUP(0, MUTABLE_UPPER_DIR, "/r/var/lib/extensions.mutable/usr", 1, 10);
+                s[0].unsafe_path = p;
+                CHECK(mutable_check_placement(s, paths, 3, forbidden, &msg) == -EPERM && strstr(msg, "'/r/var'"));
+                /* a read-only tree's directory is not looked at */
+                s[0].d.upper = MUTABLE_UPPER_NONE;
+                CHECK(mutable_check_placement(s, paths, 3, forbidden, &msg) == 0);
+                /* the hierarchy as its own upper directory is no placement question */
+                s[0].unsafe_path = NULL;
+                SETUP(0, MUTABLE_UPPER_HIERARCHY, "/r/usr", 1, 50);
+                CHECK(mutable_check_placement(s, paths, 3, forbidden, &msg) == 0);
+                free(p);
+#undef SETUP
+        }
         free(msg);
         return tap_finish();
 }
