@@ -12,7 +12,9 @@
  * Steps in the worker, per hierarchy K (all inside the private namespace, in a tmpfs on
  * run/sysextd/staging):
  *   1. clone every mount below the live hierarchy that the parent found visible
- *      (open_tree CLONE|RECURSIVE, no automount triggered); each must still be a mount root;
+ *      (open_tree CLONE|RECURSIVE, no automount triggered; nested mounts come along); each
+ *      must still be a mount root; the copies are made private, so that the unmount of the
+ *      old tree's mounts, which propagates to their slaves, cannot reach them;
  *   2. take our overlays off the hierarchy, each one checked by its device -> the base;
  *   3. bind the base to "b-K", write the marker layer "m-K" (with the base's owner and mode,
  *      since the top layer's root gives the merged root its attributes); images are used
@@ -24,7 +26,9 @@
  *      reached in 2 with the work directory beside it, or a new tmpfs "e-K" (ephemeral);
  *   5. fsmount the overlay (layers "m-K", an imported mutable directory, the images top first,
  *      "b-K" unless the hierarchy is the upper directory) and attach it at "t-K";
- *   6. attach the clones from 1 at their paths on "t-K" (a missing mount point fails here);
+ *   6. attach the clones from 1 at their paths on "t-K", each mount point resolved inside
+ *      the overlay without a symlink; a missing one, a symlink, or a file where a directory
+ *      is mounted (or the other way round) fails here, naming the path;
  *   7. open_tree(CLONE|RECURSIVE) "t-K" and send that fd to the parent.
  * When the worker exits, its namespace and everything mounted in it go away; the overlay's
  * layers are private clones held by the overlay itself, so the tree sent back stays whole.
