@@ -298,6 +298,9 @@ static void log_verdict(const Image *img) {
         else if (img->verdict == IMAGE_INCOMPATIBLE)
                 log_info("Skipping %s: not compatible with this system: %s", string_safe(img->path, &p),
                          string_safe(img->reason ?: "", &why));
+        else if (img->reload_manager_invalid)
+                log_warning("EXTENSION_RELOAD_MANAGER= in the extension-release file of %s is not a boolean, ignoring it (the service manager is not reloaded for it).",
+                            string_safe(img->path, &p));
 }
 
 /* The caller's option, else the class's ImagePolicy= from systemd's sysext.conf/confext.conf,

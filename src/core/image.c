@@ -1076,6 +1076,8 @@ int image_probe(Image *img, const ProbeContext *ctx) {
 
         /* What the service manager is asked to do once the image is merged or gone. */
         img->reload_manager = rel.reload_manager && mutable_mode_from_string(rel.reload_manager) == MUTABLE_YES;
+        img->reload_manager_invalid = rel.reload_manager &&
+                                      !IN_SET(mutable_mode_from_string(rel.reload_manager), MUTABLE_YES, MUTABLE_NO);
         strv_free(img->restart_units);
         strv_free(img->reload_or_restart_units);
         img->restart_units = TAKE_PTR(rel.restart_units);

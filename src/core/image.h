@@ -67,6 +67,7 @@ typedef struct Image {
         /* From its extension-release: the service manager's part (EXTENSION_RELOAD_MANAGER=,
          * EXTENSION_RESTART_UNITS=, EXTENSION_RELOAD_OR_RESTART_UNITS=). */
         bool reload_manager;
+        bool reload_manager_invalid; /* EXTENSION_RELOAD_MANAGER= is no boolean: ignored, with a warning */
         char **restart_units;
         char **reload_or_restart_units;
         /* Of the units those name, what the image's own layer holds (units.h): "foo.service"

@@ -140,6 +140,29 @@ assert_file_content "$R/usr/share/dirext/f" dirext
 run_sysextd unmerge
 rm -rf "$R/etc/systemd" "$R/var/lib/confexts/conf1" "$E/dirext"
 
+# ------------------------------------------------------------ release file values
+check "EXTENSION_RELOAD_MANAGER= that is no boolean is ignored with a warning naming the image"
+r=$(EXT_RELEASE='ID=_any' ext_tree rel "$WORK/rel")
+ext_file "$r" usr/share/rel/f rel
+for v in garbage auto 2 '' 'yes please'; do
+	printf 'ID=_any\nEXTENSION_RELOAD_MANAGER=%s\n' "$v" >"$r/usr/lib/extension-release.d/extension-release.rel"
+	mk_dir "$r" "$E/rel"
+	run_sysextd merge
+	assert_ok "merge with EXTENSION_RELOAD_MANAGER=$v"
+	assert_contains "$ERR" "EXTENSION_RELOAD_MANAGER= in the extension-release file of $E/rel is not a boolean" "EXTENSION_RELOAD_MANAGER=$v"
+	assert_file_content "$R/usr/share/rel/f" rel
+	run_sysextd unmerge
+done
+for v in 1 0 yes no true false on off; do
+	printf 'ID=_any\nEXTENSION_RELOAD_MANAGER=%s\n' "$v" >"$r/usr/lib/extension-release.d/extension-release.rel"
+	mk_dir "$r" "$E/rel"
+	run_sysextd merge
+	assert_ok "merge with EXTENSION_RELOAD_MANAGER=$v"
+	assert_not_contains "$ERR" "not a boolean" "EXTENSION_RELOAD_MANAGER=$v"
+	run_sysextd unmerge
+done
+rm -rf "$E/rel"
+
 # ------------------------------------------------------------ file systems
 if command -v mkfs.xfs >/dev/null && grep -qw xfs /proc/filesystems; then
 	check "xfs images with one UUID (copies of a template) replace each other: refresh v1 -> v2"
