@@ -139,7 +139,7 @@ check "GetAll returns every documented property"
 run_bctl --json=short call org.sysextd1 /org/sysextd1 org.freedesktop.DBus.Properties GetAll s org.sysextd1.Manager
 assert_ok GetAll
 assert_eq "$(json_q "$OUT" 'sorted(d["data"][0].keys())')" \
-	'["Extensions", "Generation", "Hierarchies", "ImagePolicy", "KernelFeatures", "Merged", "Mode", "OwnershipProof", "Root", "Stacks"]' "GetAll keys"
+	'["Extensions", "Generation", "Hierarchies", "ImagePolicy", "KernelFeatures", "Merged", "Mode", "OwnershipProof", "Root", "Stacks", "UnitJobs"]' "GetAll keys"
 
 check "ListImages through busctl: both images, typed fields"
 imgs=$(call_json ListImages)
