@@ -223,8 +223,11 @@ assert_missing "$R/usr/share/foreign/f"
 allowed Refresh 1 force b true
 assert_file_content "$R/usr/share/foreign/f" foreign
 assert_missing "$R/usr/share/unsigned/f"
-# A verdict made under force does not outlive the call that asked for it.
+# A plain refresh that finds the same images keeps what the forced one merged (as
+# systemd-sysext: "unchanged"); a rebuild without force leaves the foreign image out.
 allowed Refresh
+assert_file_content "$R/usr/share/foreign/f" foreign
+allowed Refresh 1 always-refresh b true
 assert_missing "$R/usr/share/foreign/f"
 allowed Unmerge
 assert_missing "$R/usr/share/sig/f"
