@@ -332,7 +332,7 @@ int superblock_needed_size(ImageKind kind, const uint8_t *buf, size_t len, uint6
 
 int disk_check_size(int fd, uint64_t offset, ImageKind kind, uint64_t available, char **ret_message) {
         _cleanup_free_ uint8_t *buf = NULL;
-        uint64_t need;
+        uint64_t need, devices;
         size_t want = MIN((uint64_t) SUPERBLOCK_PROBE_SIZE, available);
         ssize_t n;
         int r;
@@ -351,10 +351,11 @@ int disk_check_size(int fd, uint64_t offset, ImageKind kind, uint64_t available,
                 return set_message(ret_message, EXDEV,
                                    "the erofs file system keeps data on %u extra device(s) (blobs) that an extension image cannot bring; build it without --blobdev or chunk de-duplication across devices",
                                    (unsigned) le16(buf + 1024 + 0x56));
-        if (kind == IMAGE_BTRFS && btrfs_devices(buf, (size_t) n) > 1)
+        devices = kind == IMAGE_BTRFS ? btrfs_devices(buf, (size_t) n) : 0;
+        if (devices > 1)
                 return set_message(ret_message, EXDEV,
                                    "the btrfs file system spans %" PRIu64 " devices and this image holds only one of them; an extension image must hold its whole file system",
-                                   btrfs_devices(buf, (size_t) n));
+                                   devices);
         r = superblock_needed_size(kind, buf, (size_t) n, &need);
         if (r < 0)
                 return set_message(ret_message, EBADMSG, "image is truncated: only %zd bytes, too few for its %s superblock",

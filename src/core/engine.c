@@ -313,6 +313,11 @@ static ImagePolicy effective_policy(const Engine *e, const EngineOptions *o, Ima
         return e->config.policy;
 }
 
+static void effective_policies(const Engine *e, const EngineOptions *o, ImagePolicy ret[static _IMAGE_CLASS_MAX]) {
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                ret[k] = effective_policy(e, o, k);
+}
+
 /* What the verdicts depend on besides the images: the policy of each class, the trusted
  * certificates and, for a verdict, --force: one made under --force (release files not
  * matched) holds for calls with --force only, or the image cache would let an image of another
@@ -454,14 +459,11 @@ static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
                         [IMAGE_CLASS_SYSEXT] = class_noexec(e, o, IMAGE_CLASS_SYSEXT) ? MOUNT_ATTR_NOEXEC : 0,
                         [IMAGE_CLASS_CONFEXT] = class_noexec(e, o, IMAGE_CLASS_CONFEXT) ? MOUNT_ATTR_NOEXEC : 0,
                 },
-                .policy = {
-                        [IMAGE_CLASS_SYSEXT] = effective_policy(e, o, IMAGE_CLASS_SYSEXT),
-                        [IMAGE_CLASS_CONFEXT] = effective_policy(e, o, IMAGE_CLASS_CONFEXT),
-                },
                 .cert_dir = e->config.trusted_dir,
                 .cert_display = cert_display,
                 .use_dm = kernel_has(KERNEL_DEVICE_MAPPER),
         };
+        effective_policies(e, o, ctx.policy);
         judged_by = config_stamp(e, ctx.policy, ctx.force);
         for (size_t i = 0; i < l->n; i++) {
                 r = stop_if_requested(e);
@@ -536,8 +538,7 @@ int engine_list(Engine *e, const EngineOptions *o, ImageList *ret) {
 
 /* Where the upper directories are: outside every hierarchy (of either class) and every
  * search directory, one per hierarchy, owned by root (mutable_check_placement). */
-static int check_mutable_placement(Engine *e, HierarchyState *states, size_t n, const PlanHierarchy *views,
-                                   const MutableSetup *mutables) {
+static int check_mutable_placement(Engine *e, const HierarchyState *states, size_t n, const MutableSetup *mutables) {
         _cleanup_free_ char *msg = NULL;
         _cleanup_strv_free_ char **forbidden = NULL;
         _cleanup_free_ char **paths = NULL;
@@ -563,19 +564,19 @@ static int check_mutable_placement(Engine *e, HierarchyState *states, size_t n, 
                 return r;
         if (r < 0)
                 return engine_fail(e, ENGINE_ERROR_FAILED, r, "%s Nothing was changed.", msg ?: "Mutable mode failed.");
-        (void) views;
         return 0;
 }
 
 /* The mutable set-up of every hierarchy a merge or refresh covers (MUTABLE_NO for the rest). */
 static int prepare_mutables(Engine *e, const EngineOptions *o, HierarchyState *states, size_t n, PlanHierarchy *views,
                             MutableSetup *mutables, const Journal *j) {
+        int r;
+
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *msg = NULL;
                 _cleanup_close_ int fd = -EBADF;
                 struct stat st;
                 bool have_st = false;
-                int r;
 
                 if (views[i].skip)
                         continue;
@@ -591,7 +592,7 @@ static int prepare_mutables(Engine *e, const EngineOptions *o, HierarchyState *s
                         return engine_fail(e, ENGINE_ERROR_FAILED, r, "%s Nothing was changed.", msg ?: "Mutable mode failed.");
                 views[i].mutable = mutables[i].d;
         }
-        int r = check_mutable_placement(e, states, n, views, mutables);
+        r = check_mutable_placement(e, states, n, mutables);
         if (r < 0)
                 return r;
         /* Work directories no tree of ours uses any more (a crash, an interrupted swap). */
@@ -630,11 +631,11 @@ static int create_hierarchies(Engine *e, Journal *j, HierarchyState *states, Pla
 /* What a tree depends on besides its images: the policy and certificates, and per class the
  * mount options, the mutable mode and its directories. */
 static uint64_t transition_stamp(Engine *e, const EngineOptions *o, const MutableSetup *mutables, size_t n) {
-        const ImagePolicy policy[_IMAGE_CLASS_MAX] = {
-                [IMAGE_CLASS_SYSEXT] = effective_policy(e, o, IMAGE_CLASS_SYSEXT),
-                [IMAGE_CLASS_CONFEXT] = effective_policy(e, o, IMAGE_CLASS_CONFEXT),
-        };
-        uint64_t stamp = config_stamp(e, policy, false);
+        ImagePolicy policy[_IMAGE_CLASS_MAX];
+        uint64_t stamp;
+
+        effective_policies(e, o, policy);
+        stamp = config_stamp(e, policy, false);
 
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
                 stamp_add_u64(&stamp, class_attrs(e, o, k));
@@ -654,18 +655,16 @@ static void report_nothing_to_do(Engine *e, EngineVerb verb, const Plan *plan, b
                          e->root);
         else if (verb == ENGINE_UNMERGE)
                 log_info("No extensions are merged under %s, nothing to do.", e->root);
-        else if (plan->no_images && verb == ENGINE_MERGE && plan->n_incompatible > 0) {
+        else if (plan->no_images && verb == ENGINE_MERGE) {
                 free(e->result.message);
-                if (asprintf(&e->result.message,
-                             "No suitable extensions found (%zu ignored due to incompatible image(s)); nothing was merged, use --force to merge them anyway.",
-                             plan->n_incompatible) < 0)
+                e->result.message = NULL;
+                if (plan->n_incompatible == 0)
+                        e->result.message = strdup("No extensions found.");
+                else if (asprintf(&e->result.message,
+                                  "No suitable extensions found (%zu ignored due to incompatible image(s)); nothing was merged, use --force to merge them anyway.",
+                                  plan->n_incompatible) < 0)
                         e->result.message = NULL;
-                e->result.error = ENGINE_ERROR_NO_SUITABLE_IMAGES;
-                log_info("%s", strna(e->result.message));
-        } else if (plan->no_images && verb == ENGINE_MERGE) {
-                free(e->result.message);
-                e->result.message = strdup("No extensions found.");
-                e->result.error = ENGINE_ERROR_NO_IMAGES;
+                e->result.error = plan->n_incompatible > 0 ? ENGINE_ERROR_NO_SUITABLE_IMAGES : ENGINE_ERROR_NO_IMAGES;
                 log_info("%s", strna(e->result.message));
         } else if (plan->no_images && plan->n_incompatible + plan->n_refused > 0)
                 log_info("No suitable extensions found (%zu ignored due to incompatible image(s), %zu refused); nothing is merged.",

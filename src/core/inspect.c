@@ -100,7 +100,7 @@ int hierarchy_inspect(int root_fd, const char *root_path, const char *name, Jour
         r = mount_children_read(fd, h.path, &h.children);
         if (r < 0)
                 return r;
-        if (h.stack.n > 0 && h.roles[h.stack.n - 1] == STACK_OURS) {
+        if (h.children.n > 0 && h.stack.n > 0 && h.roles[h.stack.n - 1] == STACK_OURS) {
                 size_t k = h.stack.n - 1;
 
                 while (k > 0 && h.roles[k - 1] != STACK_FOREIGN)

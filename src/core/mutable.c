@@ -134,8 +134,6 @@ static char *rel_of_fd(const char *root, int fd) {
         return strdup(*rest == '/' ? rest + 1 : rest);
 }
 
-
-/* The facts of the mutable directory of s (s->component set), with its fd and parent. */
 bool mutable_owner_safe(uid_t uid, mode_t mode) {
         return uid == 0 && (mode & 0022) == 0;
 }
@@ -173,13 +171,15 @@ static int find_unsafe(int root_fd, int fd, const char *display, char **ret) {
         return -ELOOP;
 }
 
+/* The facts of the mutable directory of s (s->component set), with its fd and parent, and
+ * whether root alone can write to it and above it (unsafe_path). */
 static int gather(int root_fd, const char *root, const char *path, const struct stat *st, MutableSetup *s,
                   MutableFacts *f, char **ret_message) {
         _cleanup_free_ char *rel = NULL, *display = NULL;
-        int r;
         _cleanup_close_ int fd = -EBADF, parent = -EBADF;
         struct stat dst;
         struct statvfs sv;
+        int r;
         MountIdentity a, b;
 
         s->dir_fd = safe_close(s->dir_fd);

@@ -63,6 +63,18 @@ static char *escape_layer(const char *s) {
         return r;
 }
 
+/* Options sysextd gives itself: a layer, the upper or work directory, the source. */
+static bool key_names_layer(const char *key) {
+        return STR_IN_SET(key, "lowerdir", "lowerdir+", "upperdir", "workdir", "datadir+", "source");
+}
+
+/* Whether options a and b ("key[=value]") have the same key. */
+static bool same_key(const char *a, const char *b) {
+        size_t n = strcspn(a, "=");
+
+        return n == strcspn(b, "=") && strncmp(a, b, n) == 0;
+}
+
 /* Splits options into fs parameters (added to p) and mount attributes (p->attrs). */
 static int plan_options(OverlayPlan *p, const char *options) {
         static const struct {
@@ -91,8 +103,7 @@ static int plan_options(OverlayPlan *p, const char *options) {
                 key = eq ? strndup(*o, eq - *o) : strdup(*o);
                 if (!key)
                         return -ENOMEM;
-                if (isempty(key) || STR_IN_SET(key, "lowerdir", "lowerdir+", "upperdir", "workdir", "datadir+", "source") ||
-                    string_has_control(*o))
+                if (isempty(key) || key_names_layer(key) || string_has_control(*o))
                         return -EINVAL;
                 for (size_t i = 0; i < ELEMENTSOF(attrs); i++)
                         if (!eq && streq(key, attrs[i].name)) {
@@ -108,17 +119,6 @@ static int plan_options(OverlayPlan *p, const char *options) {
         return 0;
 }
 
-/* The key of one "key[=value]" option, in buf. */
-static const char *option_key(const char *o, char *buf, size_t size) {
-        size_t n = strcspn(o, "=");
-
-        if (n >= size)
-                n = size - 1;
-        memcpy(buf, o, n);
-        buf[n] = 0;
-        return buf;
-}
-
 int overlay_options_check(const char *options, char **ret_bad) {
         _cleanup_strv_free_ char **l = NULL;
         int r;
@@ -129,11 +129,11 @@ int overlay_options_check(const char *options, char **ret_bad) {
         if (r < 0)
                 return r;
         STRV_FOREACH(o, l) {
-                char key[64];
+                _cleanup_free_ char *key = strndup(*o, strcspn(*o, "="));
 
-                option_key(*o, key, sizeof(key));
-                if (key[0] == 0 || STR_IN_SET(key, "lowerdir", "lowerdir+", "upperdir", "workdir", "datadir+", "source") ||
-                    string_has_control(*o) || !utf8_is_valid(*o)) {
+                if (!key)
+                        return -ENOMEM;
+                if (isempty(key) || key_names_layer(key) || string_has_control(*o) || !utf8_is_valid(*o)) {
                         if (ret_bad) {
                                 *ret_bad = strdup(*o);
                                 if (!*ret_bad)
@@ -160,19 +160,12 @@ int overlay_options_merge(const char *defaults, const char *given, char **ret) {
                 if (streq(*o, "metacopy=on"))
                         metacopy_on = true;
         STRV_FOREACH(o, d) {
-                char key[64];
-                bool replaced = false;
-
-                option_key(*o, key, sizeof(key));
-                STRV_FOREACH(x, g) {
-                        char other[64];
-                        if (streq(option_key(*x, other, sizeof(other)), key))
-                                replaced = true;
-                }
                 /* metacopy=on needs redirects followed: the kernel refuses it together with an
                  * explicit redirect_dir=nofollow, and turns redirects on by itself without one. */
-                if (metacopy_on && streq(key, "redirect_dir"))
-                        replaced = true;
+                bool replaced = metacopy_on && same_key(*o, "redirect_dir");
+
+                STRV_FOREACH(x, g)
+                        replaced = replaced || same_key(*o, *x);
                 if (!replaced && strv_extend(&out, *o) < 0)
                         return -ENOMEM;
         }

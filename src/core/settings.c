@@ -147,6 +147,13 @@ static ImageClass section_class(const char *section) {
         return streq(section, "ConfigurationExtensions") ? IMAGE_CLASS_CONFEXT : IMAGE_CLASS_SYSEXT;
 }
 
+/* sysextd.conf's ImagePolicy= has the last word, over sysext.conf's and confext.conf's. */
+static void set_policy(EngineConfig *c, ImagePolicy policy) {
+        c->policy = policy;
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                c->classes[k].policy = -1;
+}
+
 static int set_default(Parser *p, const char *section, const char *key) {
         ClassConfig *c = &p->engine->classes[section_class(section)], *dc;
         EngineConfig d;
@@ -168,11 +175,8 @@ static int set_default(Parser *p, const char *section, const char *key) {
         else if (streq(key, "TrustedCertificates")) {
                 free(p->engine->trusted_dir);
                 p->engine->trusted_dir = TAKE_PTR(d.trusted_dir);
-        } else if (streq(key, "ImagePolicy")) {
-                p->engine->policy = d.policy;
-                for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
-                        p->engine->classes[k].policy = -1;
-        }
+        } else if (streq(key, "ImagePolicy"))
+                set_policy(p->engine, d.policy);
         else if (streq(key, "Strict"))
                 p->engine->strict = d.strict;
         else if (streq(key, "DegradedMode"))
@@ -230,12 +234,8 @@ static int assign(Parser *p, const char *section, const char *key, const char *v
                 int policy = image_policy_parse(value);
                 what = "'open', 'verity', 'signed' or a systemd image policy";
                 r = policy < 0 ? -EINVAL : 0;
-                if (r >= 0) {
-                        /* sysextd.conf has the last word, over sysext.conf and confext.conf. */
-                        p->engine->policy = policy;
-                        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
-                                p->engine->classes[k].policy = -1;
-                }
+                if (r >= 0)
+                        set_policy(p->engine, policy);
         } else if (streq(key, "TrustedCertificates")) {
                 _cleanup_strv_free_ char **l = NULL;
                 what = "one absolute directory";
@@ -426,7 +426,7 @@ static void read_systemd_conf(int root_fd, const char *name, const char *section
         if (!text)
                 return;
         for (char *line = strtok_r(text, "\n", &saveptr); line; line = strtok_r(NULL, "\n", &saveptr)) {
-                char *l = strstrip(line), *eq;
+                char *l = strstrip(line), *eq, *value;
                 int m;
 
                 if (*l == '#' || *l == ';' || *l == 0)
@@ -441,13 +441,15 @@ static void read_systemd_conf(int root_fd, const char *name, const char *section
                     !streq(current + 1 + strlen(section), "]"))
                         continue;
                 *eq = 0;
+                value = strstrip(eq + 1);
                 if (streq(strstrip(l), "Mutable")) {
-                        m = mutable_mode_from_string(strstrip(eq + 1));
+                        m = mutable_mode_from_string(value);
                         if (m >= 0)
                                 cc->mutable = m;
                 } else if (streq(strstrip(l), "ImagePolicy")) {
-                        m = isempty(strstrip(eq + 1)) ? -1 : image_policy_parse(strstrip(eq + 1));
-                        if (m >= 0 || isempty(strstrip(eq + 1)))
+                        /* Empty: back to sysextd.conf's. */
+                        m = isempty(value) ? -1 : image_policy_parse(value);
+                        if (m >= 0 || isempty(value))
                                 cc->policy = m;
                 }
         }

@@ -285,7 +285,7 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, co
         _cleanup_strv_free_ char **layers = NULL;
         size_t n_children = strv_length(req->children);
         _cleanup_free_ int *child_fds = NULL, *layer_fds = NULL;
-        _cleanup_close_ int base_fd = -EBADF, ovl_fd = -EBADF;
+        _cleanup_close_ int base_fd = -EBADF, ovl_fd = -EBADF, top_fd = -EBADF;
         struct stat base_st;
         OverlaySpec spec;
         int r;
@@ -391,17 +391,19 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, co
         /* Step 6: children at the same paths on the new overlay, each mount point resolved
          * inside the overlay without following a symlink (an image could otherwise point it
          * anywhere, even out of the tree). */
-        for (size_t i = 0; i < n_children; i++) {
-                _cleanup_close_ int top_fd = -EBADF, at = -EBADF;
-                const char *rel = startswith(req->children[i], req->target);
-                struct stat child_st, new_st;
-
-                rel = rel ? rel + strspn(rel, "/") : "";
+        if (n_children > 0) {
                 top_fd = open(top, O_PATH | O_DIRECTORY | O_CLOEXEC);
                 if (top_fd < 0) {
                         r = worker_fail(w, errno, "Failed to open the new tree for %s: %m", req->target);
                         goto finish;
                 }
+        }
+        for (size_t i = 0; i < n_children; i++) {
+                _cleanup_close_ int at = -EBADF;
+                const char *rel = startswith(req->children[i], req->target);
+                struct stat child_st, new_st;
+
+                rel = rel ? rel + strspn(rel, "/") : "";
                 at = openat_resolve(top_fd, rel, O_PATH | O_NOFOLLOW,
                                     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
                 if (at == -ELOOP) {
@@ -421,7 +423,11 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, co
                         r = worker_fail(w, at, "Failed to find the mount point %s in the new tree: %m", req->children[i]);
                         goto finish;
                 }
-                if (fstat(at, &new_st) >= 0 && S_ISLNK(new_st.st_mode)) {
+                if (fstat(at, &new_st) < 0 || fstat(child_fds[i], &child_st) < 0) {
+                        r = worker_fail(w, errno, "Failed to inspect the mount point %s: %m", req->children[i]);
+                        goto finish;
+                }
+                if (S_ISLNK(new_st.st_mode)) {
                         r = worker_fail(w, ELOOP,
                                         "The mount point %s is a symbolic link in the new tree: an extension replaced it with one. Unmount it first, or remove that path from the extension",
                                         req->children[i]);
@@ -429,8 +435,7 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, co
                 }
                 /* A file mounted where the new tree has a directory, or the other way round:
                  * the kernel would say only EINVAL or ENOTDIR. */
-                if (fstat(child_fds[i], &child_st) >= 0 && fstat(at, &new_st) >= 0 &&
-                    S_ISDIR(child_st.st_mode) != S_ISDIR(new_st.st_mode)) {
+                if (S_ISDIR(child_st.st_mode) != S_ISDIR(new_st.st_mode)) {
                         r = worker_fail(w, ENOTDIR,
                                         "%s is a mount of a %s, but in the new tree it is a %s: an extension replaced the mount point. Unmount it first, or remove that path from the extension",
                                         req->children[i], S_ISDIR(child_st.st_mode) ? "directory" : "file",
