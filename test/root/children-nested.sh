@@ -17,6 +17,7 @@ enter_sandbox "$@"
 require_cmd mkfs.erofs python3
 require_fs erofs overlay
 make_root
+loops_before=$(loop_snapshot)
 
 E=$R/var/lib/extensions
 C=$R/var/lib/confexts
@@ -154,4 +155,5 @@ for i in 1 2 3 4 5; do
 	assert_below "after unmerge $i"
 	touch "$R/usr/written" "$R/etc/written" || fail "the base is not writable after unmerge $i"
 done
+assert_loops_as_before "$loops_before"
 echo PASS

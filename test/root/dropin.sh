@@ -14,6 +14,7 @@ enter_sandbox "$@"
 require_cmd mkfs.erofs python3
 require_fs erofs overlay
 make_root
+loops_before=$(loop_snapshot)
 
 E=$R/var/lib/extensions
 t=$(ext_tree app)
@@ -226,5 +227,8 @@ for force in "" --force; do
 	! is_overlay "$R/usr" || fail "an erofs with a blob device was merged ($force)"
 done
 rm -f "$E/eapp.raw" "$WORK/eapp.blob"
+
+check "no loop device is left attached"
+assert_loops_as_before "$loops_before"
 
 echo "PASS"

@@ -16,6 +16,7 @@ enter_sandbox "$@"
 require_cmd mkfs.erofs python3
 require_fs erofs overlay
 make_root
+loops_before=$(loop_snapshot)
 
 E=$R/var/lib/extensions
 M=$R/var/lib/extensions.mutable
@@ -124,4 +125,7 @@ assert_ok "unmerge"
 rm -rf "$M/usr" && ln -s ../../../usr "$M/usr"
 run_sysextd --mutable=yes merge
 assert_ok "--mutable=yes merge with /usr as its own upper directory"
+run_sysextd unmerge
+assert_ok "unmerge"
+assert_loops_as_before "$loops_before"
 echo PASS
