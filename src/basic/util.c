@@ -49,6 +49,14 @@ int strv_extend(char ***l, const char *value) {
         return strv_push(l, strdup(value));
 }
 
+int parse_boolean(const char *v) {
+        if (STR_IN_SET(v, "1", "yes", "y", "true", "t", "on"))
+                return 1;
+        if (STR_IN_SET(v, "0", "no", "n", "false", "f", "off"))
+                return 0;
+        return -EINVAL;
+}
+
 int strv_copy(char *const *l, char ***ret) {
         char **c = NULL;
 

@@ -19,6 +19,9 @@ static inline void strv_freep(char ***l) {
 size_t strv_length(char *const *l);
 int strv_push(char ***l, char *value);         /* takes ownership of value, also on failure */
 int strv_extend(char ***l, const char *value); /* copies value */
+/* systemd's booleans: 1 for "1", "yes", "y", "true", "t", "on", 0 for their opposites,
+ * -EINVAL otherwise (NULL included). */
+int parse_boolean(const char *v);
 int strv_copy(char *const *l, char ***ret);      /* NULL for an empty or NULL list */
 bool strv_contains(char *const *l, const char *value);
 /* The index of s in a table of n names (NULL entries skipped), -EINVAL if it is none. */

@@ -65,14 +65,6 @@ static void help(void) {
                "See sysextd(8) for details.\n");
 }
 
-static int parse_boolean(const char *v) {
-        if (STR_IN_SET(v, "1", "yes", "y", "true", "t", "on"))
-                return 1;
-        if (STR_IN_SET(v, "0", "no", "n", "false", "f", "off"))
-                return 0;
-        return -EINVAL;
-}
-
 static int parse_args(int argc, char **argv, Args *a) {
         enum {
                 ARG_VERSION = 0x100,

@@ -394,6 +394,7 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
                 /* What its release file asked of the service manager and the units it ships
                  * (the same file: the same answer), for the journal and the next plan. */
                 img->reload_manager = c->reload_manager;
+                img->reload_manager_invalid = c->reload_manager_invalid;
                 strv_free(img->restart_units);
                 strv_free(img->reload_or_restart_units);
                 strv_free(img->shipped_units);
@@ -554,10 +555,8 @@ static int check_mutable_placement(Engine *e, const HierarchyState *states, size
                         _cleanup_close_ int fd = openat_resolve(e->root_fd, *sd, O_PATH | O_DIRECTORY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
                         char *p = fd >= 0 ? path_of_fd(fd) : path_join(e->root, *sd);
 
-                        if (!p || strv_push(&forbidden, p) < 0) {
-                                free(p);
+                        if (strv_push(&forbidden, p) < 0) /* frees p */
                                 return -ENOMEM;
-                        }
                 }
         r = mutable_check_placement(mutables, paths, n, forbidden, &msg);
         if (r == -ENOMEM)

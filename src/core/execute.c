@@ -57,14 +57,6 @@ static void work_done(Work *w) {
         safe_close(w->work_fd);
 }
 
-static int copy_strv(char *const *from, char ***to) {
-        *to = NULL;
-        STRV_FOREACH(x, from)
-                if (strv_extend(to, *x) < 0)
-                        return -ENOMEM;
-        return 0;
-}
-
 /* The journal's images after this transition: the ones it probed, and for the classes it
  * did not cover (--class=) those recorded before. */
 static int images_for_journal(const ImageList *images, const ImageList *before, unsigned classes, ImageList *ret) {
@@ -82,6 +74,8 @@ static int images_for_journal(const ImageList *images, const ImageList *before, 
                                 continue;
                         d = &l.images[l.n++];
                         *d = *s;
+                        /* Nothing of s's is owned by d until copied (image_list_free() below). */
+                        d->restart_units = d->reload_or_restart_units = d->shipped_units = NULL;
                         d->root_fd = -EBADF;
                         d->loop = NULL;
                         d->name = strdup(s->name);
@@ -90,9 +84,9 @@ static int images_for_journal(const ImageList *images, const ImageList *before, 
                         d->reason = s->reason ? strdup(s->reason) : NULL;
                         d->fstype = s->fstype ? strdup(s->fstype) : NULL;
                         if (!d->name || !d->path || (s->rel && !d->rel) || (s->reason && !d->reason) ||
-                            (s->fstype && !d->fstype) || copy_strv(s->restart_units, &d->restart_units) < 0 ||
-                            copy_strv(s->reload_or_restart_units, &d->reload_or_restart_units) < 0 ||
-                            copy_strv(s->shipped_units, &d->shipped_units) < 0) {
+                            (s->fstype && !d->fstype) || strv_copy(s->restart_units, &d->restart_units) < 0 ||
+                            strv_copy(s->reload_or_restart_units, &d->reload_or_restart_units) < 0 ||
+                            strv_copy(s->shipped_units, &d->shipped_units) < 0) {
                                 image_list_free(&l);
                                 return -ENOMEM;
                         }

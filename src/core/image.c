@@ -1075,29 +1075,20 @@ int image_probe(Image *img, const ProbeContext *ctx) {
         }
 
         /* What the service manager is asked to do once the image is merged or gone. */
-        img->reload_manager = rel.reload_manager && mutable_mode_from_string(rel.reload_manager) == MUTABLE_YES;
-        img->reload_manager_invalid = rel.reload_manager &&
-                                      !IN_SET(mutable_mode_from_string(rel.reload_manager), MUTABLE_YES, MUTABLE_NO);
+        int reload = rel.reload_manager ? parse_boolean(rel.reload_manager) : 0;
+        img->reload_manager = reload > 0;
+        img->reload_manager_invalid = reload < 0;
         strv_free(img->restart_units);
         strv_free(img->reload_or_restart_units);
         img->restart_units = TAKE_PTR(rel.restart_units);
         img->reload_or_restart_units = TAKE_PTR(rel.reload_or_restart_units);
-        /* Which of the units it names the image ships, read now from its own layer. */
+        /* Every unit the image ships, read now from its own layer: what it may restart, and
+         * whether a unit another image ships stays when that one goes. */
         strv_free(img->shipped_units);
         img->shipped_units = NULL;
-        if (img->restart_units || img->reload_or_restart_units) {
-                _cleanup_(strv_freep) char **names = NULL;
-
-                STRV_FOREACH(u, img->restart_units)
-                        if (strv_extend(&names, *u) < 0)
-                                return -ENOMEM;
-                STRV_FOREACH(u, img->reload_or_restart_units)
-                        if (strv_extend(&names, *u) < 0)
-                                return -ENOMEM;
-                r = unit_files_scan(img->root_fd, unit_dirs(img->klass, img->usr_partition), names, &img->shipped_units);
-                if (r < 0)
-                        return r;
-        }
+        r = unit_files_scan(img->root_fd, unit_dirs(img->klass, img->usr_partition), NULL, &img->shipped_units);
+        if (r < 0)
+                return r;
 
         img->verdict = IMAGE_COMPATIBLE;
         return 0;

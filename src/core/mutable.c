@@ -38,11 +38,8 @@ int mutable_mode_from_string(const char *s) {
 
         if (i >= 0 || !s)
                 return i;
-        if (STR_IN_SET(s, "1", "y", "true", "t", "on"))
-                return MUTABLE_YES;
-        if (STR_IN_SET(s, "0", "n", "false", "f", "off"))
-                return MUTABLE_NO;
-        return -EINVAL;
+        i = parse_boolean(s);
+        return i < 0 ? i : i > 0 ? MUTABLE_YES : MUTABLE_NO;
 }
 
 int mutable_decide(MutableMode mode, const MutableFacts *f, const char *hierarchy, const char *dir,

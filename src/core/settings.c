@@ -64,12 +64,11 @@ static int parser_error(Parser *p, const char *fmt, ...) {
 }
 
 static int parse_bool(const char *v, bool *ret) {
-        if (STR_IN_SET(v, "1", "yes", "y", "true", "t", "on"))
-                *ret = true;
-        else if (STR_IN_SET(v, "0", "no", "n", "false", "f", "off"))
-                *ret = false;
-        else
-                return -EINVAL;
+        int b = parse_boolean(v);
+
+        if (b < 0)
+                return b;
+        *ret = b;
         return 0;
 }
 

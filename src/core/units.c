@@ -190,19 +190,76 @@ static bool entry_ships(int dir_fd, const char *entry) {
         return fstatat(dir_fd, entry, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISREG(st.st_mode);
 }
 
+/* "foo@.service": a template, whose instances (foo@x.service) are valid unit names. */
+static bool template_name_valid(const char *name) {
+        _cleanup_free_ char *instance = NULL;
+        const char *at = strstr(name, "@.");
+
+        if (!at)
+                return false;
+        if (asprintf(&instance, "%.*s@x%s", (int) (at - name), name, at + 1) < 0) {
+                instance = NULL;
+                return false;
+        }
+        return unit_name_valid(instance);
+}
+
+/* Every unit file and drop-in directory in one unit directory (dfd), at most
+ * UNIT_DIR_ENTRIES_MAX entries looked at. */
+static int scan_all(int dfd, char ***found) {
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        int fd;
+
+        fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return -errno;
+        }
+        for (unsigned n = 0; n < UNIT_DIR_ENTRIES_MAX && (de = readdir(d)); n++) {
+                _cleanup_free_ char *entry = NULL, *unit = NULL;
+                size_t l = strlen(de->d_name);
+
+                if (de->d_name[0] == '.')
+                        continue;
+                if (l > 2 && endswith(de->d_name, ".d")) {
+                        unit = strndup(de->d_name, l - 2);
+                        entry = strjoin3(de->d_name, "/", "");
+                } else
+                        unit = strdup(de->d_name), entry = strdup(de->d_name);
+                if (!unit || !entry)
+                        return -ENOMEM;
+                if ((unit_name_valid(unit) || template_name_valid(unit)) && !strv_contains(*found, entry) &&
+                    entry_ships(dirfd(d), entry) &&
+                    strv_extend(found, entry) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
 int unit_files_scan(int image_root_fd, char *const *dirs, char *const *names, char ***ret) {
         _cleanup_(strv_freep) char **found = NULL;
 
         STRV_FOREACH(dir, dirs) {
                 _cleanup_close_ int dfd = -EBADF;
+                int r;
 
-                if (strv_length(names) == 0)
+                if (names && strv_length(names) == 0)
                         break;
                 dfd = open_directory_at(image_root_fd, *dir, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
                 if (dfd == -ENOMEM)
                         return dfd;
                 if (dfd < 0)
                         continue; /* none there, or not a plain directory: ships nothing */
+                if (!names) {
+                        r = scan_all(dfd, &found);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
                 STRV_FOREACH(u, names) {
                         _cleanup_(strv_freep) char **c = NULL;
 
@@ -425,7 +482,7 @@ int unit_manager_connect(sd_bus **ret) {
 
         /* As systemd's bus_connect_system_systemd(): the manager's private socket for root,
          * which exists before the system bus does (early boot). */
-        if (geteuid() == 0 && !getenv("DBUS_SYSTEM_BUS_ADDRESS") && access("/run/systemd/private", F_OK) >= 0) {
+        if (geteuid() == 0 && !getenv("DBUS_SYSTEM_BUS_ADDRESS") && access(MANAGER_PRIVATE_ADDRESS + strlen("unix:path="), F_OK) >= 0) {
                 _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
 
                 r = sd_bus_new(&bus);
@@ -482,9 +539,9 @@ int unit_job_enqueue(sd_bus *bus, const UnitAction *a, char **ret_job, UnitJobKi
         int r;
 
         r = call_job(bus, unit_job_kind_method(kind), a->unit, ret_job, &error);
-        if (r < 0 && kind != UNIT_JOB_STOP &&
-            sd_bus_error_has_names(&error, "org.freedesktop.systemd1.NoSuchUnit", "org.freedesktop.systemd1.LoadFailed")) {
-                /* Its unit file is gone (another image's went with it): stop what runs. */
+        /* Its unit file is gone (another image's went with it): stop what runs.  Not on
+         * LoadFailed: a unit file that does not parse is no reason to stop a running service. */
+        if (r < 0 && kind != UNIT_JOB_STOP && sd_bus_error_has_name(&error, "org.freedesktop.systemd1.NoSuchUnit")) {
                 sd_bus_error_free(&error);
                 kind = UNIT_JOB_STOP;
                 r = call_job(bus, "StopUnit", a->unit, ret_job, &error);
@@ -495,10 +552,6 @@ int unit_job_enqueue(sd_bus *bus, const UnitAction *a, char **ret_job, UnitJobKi
         }
         *ret_kind = kind;
         return 0;
-}
-
-static const char *queued_verb(UnitJobKind k) {
-        return k == UNIT_JOB_STOP ? "stop" : k == UNIT_JOB_RESTART ? "restart" : "reload-or-restart";
 }
 
 int unit_actions_run(UnitActions *a) {
@@ -527,11 +580,11 @@ int unit_actions_run(UnitActions *a) {
                 x->job = x->error = NULL;
                 r = unit_job_enqueue(bus, x, &x->job, &kind, &x->error);
                 if (r < 0)
-                        log_warning("Failed to queue the %s of %s (for extension %s): %s", queued_verb(x->kind), x->unit,
+                        log_warning("Failed to queue the %s of %s (for extension %s): %s", unit_job_kind_to_string(x->kind), x->unit,
                                     x->image, strna(x->error));
                 else {
                         x->kind = kind;
-                        log_info("Queued %s of %s (extension %s).", queued_verb(kind), x->unit, x->image);
+                        log_info("Queued %s of %s (extension %s).", unit_job_kind_to_string(kind), x->unit, x->image);
                 }
         }
         return 1;

@@ -95,8 +95,10 @@ UnitShipped unit_shipped(const char *name, char *const *shipped);
 char *const *unit_dirs(ImageClass k, bool usr_partition);
 
 /* I/O: which of the candidates of the names (unit_candidates()) exist in the unit
- * directories below the image's root fd, resolved beneath it without following any symlink.
- * Returns the entries found (NULL when none). */
+ * directories below the image's root fd, resolved beneath it without following any symlink;
+ * names NULL: every unit file and drop-in directory there (at most UNIT_DIR_ENTRIES_MAX
+ * entries of each directory are looked at).  Returns the entries found (NULL when none). */
+#define UNIT_DIR_ENTRIES_MAX 4096
 int unit_files_scan(int image_root_fd, char *const *dirs, char *const *names, char ***ret);
 
 /* Pure: from the compatible images merged before and after a transition, of the classes in

@@ -84,6 +84,7 @@ struct Manager {
         UnitJob *unit_jobs;
         size_t n_unit_jobs;
         uint64_t unit_jobs_generation;
+        sd_event_source *unit_jobs_timer; /* gives up on jobs that never report (UNIT_JOBS_WAIT_USEC) */
         SeenJob seen[UNIT_JOBS_SEEN_MAX];
         size_t seen_next;
         sd_bus_slot *job_removed_slot;

@@ -20,8 +20,33 @@
 #include "util.h"
 
 #define UNIT_STRING_MAX 1024
+/* How long a queued job is reported on: one whose JobRemoved never comes (the manager went
+ * away, the signal was missed) then ends as "unknown", so it holds nothing up for ever, the
+ * daemon's idle exit included. */
+#define UNIT_JOBS_WAIT_USEC (15ULL * 60ULL * 1000000ULL)
+
+static void unit_jobs_changed(Manager *m, bool finished_one);
+
+static int on_unit_jobs_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        bool any = false;
+
+        for (size_t i = 0; i < m->n_unit_jobs; i++)
+                if (!m->unit_jobs[i].result) {
+                        m->unit_jobs[i].result = strdup("unknown");
+                        any = any || m->unit_jobs[i].result;
+                        log_warning("No word from the service manager on the %s of %s (extension %s) after %llu s; no longer waiting for it.",
+                                    m->unit_jobs[i].action, m->unit_jobs[i].unit, m->unit_jobs[i].image,
+                                    UNIT_JOBS_WAIT_USEC / 1000000ULL);
+                }
+        m->unit_jobs_timer = sd_event_source_unref(m->unit_jobs_timer);
+        if (any)
+                unit_jobs_changed(m, true);
+        return 0;
+}
 
 static void unit_job_free_all(Manager *m) {
+        m->unit_jobs_timer = sd_event_source_disable_unref(m->unit_jobs_timer);
         for (size_t i = 0; i < m->n_unit_jobs; i++) {
                 free(m->unit_jobs[i].unit);
                 free(m->unit_jobs[i].action);
@@ -83,6 +108,10 @@ static int on_job_removed(sd_bus_message *msg, void *userdata, sd_bus_error *err
         free(s->job), free(s->result);
         s->job = strdup(path);
         s->result = strdup(result);
+        if (!s->job || !s->result) {
+                free(s->job), free(s->result);
+                s->job = s->result = NULL;
+        }
         m->seen_next = (m->seen_next + 1) % UNIT_JOBS_SEEN_MAX;
         if (record_result(m, path, result))
                 unit_jobs_changed(m, true);
@@ -114,8 +143,10 @@ void unit_jobs_take(Manager *m, json_object *jobs, uint64_t generation) {
         if (n == 0)
                 return;
         l = calloc(n, sizeof(UnitJob));
-        if (!l)
+        if (!l) {
+                log_warning("Out of memory: the unit jobs of generation %" PRIu64 " are not reported.", generation);
                 return;
+        }
         unit_job_free_all(m);
         m->unit_jobs = l;
         m->unit_jobs_generation = generation;
@@ -139,11 +170,16 @@ void unit_jobs_take(Manager *m, json_object *jobs, uint64_t generation) {
                 }
                 /* Ended already, before the report came? */
                 for (size_t k = 0; k < UNIT_JOBS_SEEN_MAX; k++)
-                        if (m->seen[k].job && streq(m->seen[k].job, u->job)) {
+                        if (m->seen[k].job && m->seen[k].result && streq(m->seen[k].job, u->job)) {
                                 any_ended = record_result(m, u->job, m->seen[k].result) || any_ended;
                                 break;
                         }
         }
+        if (unit_jobs_pending(m) > 0 &&
+            sd_event_add_time_relative(m->event, &m->unit_jobs_timer, CLOCK_MONOTONIC, UNIT_JOBS_WAIT_USEC, 0,
+                                       on_unit_jobs_timeout, m) < 0)
+                log_warning("Failed to arm the timer for the unit jobs of generation %" PRIu64 "; they are reported while the daemon runs.",
+                            generation);
         unit_jobs_changed(m, any_ended);
         manager_update_idle(m);
 }
@@ -165,7 +201,11 @@ int bus_append_unit_jobs(sd_bus_message *reply, const Manager *m) {
         for (size_t i = 0; r >= 0 && i < m->n_unit_jobs; i++) {
                 const UnitJob *u = &m->unit_jobs[i];
 
-                r = sd_bus_message_append(reply, SYSEXTD_UNIT_JOB_STRUCT, u->unit, u->action, u->image, u->result ?: "");
+                _cleanup_free_ char *unit = NULL, *image = NULL, *result = NULL;
+
+                /* The names come from images (through the journal): made safe for the bus. */
+                r = sd_bus_message_append(reply, SYSEXTD_UNIT_JOB_STRUCT, string_safe(u->unit, &unit), u->action,
+                                          string_safe(u->image, &image), string_safe(u->result ?: "", &result));
         }
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);

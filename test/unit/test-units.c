@@ -508,6 +508,20 @@ static void test_scan(void) {
         strv_free(found);
         found = NULL;
 
+        /* Without names: every unit file and drop-in the image ships, and nothing else. */
+        CHECK(unit_files_scan(root, unit_dirs(IMAGE_CLASS_SYSEXT, false), NULL, &found) == 0);
+        CHECK(strv_length(found) == 5);
+        CHECK(strv_contains(found, "app.service") && strv_contains(found, "drop.service.d/") &&
+              strv_contains(found, "tpl@.service.d/") && strv_contains(found, "worker@.service") &&
+              strv_contains(found, "local.service"));
+        CHECK(unit_shipped("app.service", found) == UNIT_SHIPPED_FILE);
+        CHECK(unit_shipped("tpl@2.service", found) == UNIT_SHIPPED_DROPIN);
+        CHECK(unit_shipped("unlisted.service", found) == UNIT_NOT_SHIPPED);
+        CHECK(unit_shipped("masked.service", found) == UNIT_NOT_SHIPPED);
+        CHECK(unit_shipped("linkconf.service", found) == UNIT_NOT_SHIPPED);
+        strv_free(found);
+        found = NULL;
+
         /* A confext looks in etc/systemd/system only. */
         CHECK(unit_files_scan(root, unit_dirs(IMAGE_CLASS_CONFEXT, false), names, &found) == 0);
         CHECK(strv_length(found) == 1 && unit_shipped("conf.service", found) == UNIT_SHIPPED_FILE);
