@@ -303,19 +303,17 @@ static void log_verdict(const Image *img) {
                             string_safe(img->path, &p));
 }
 
-/* The caller's option, else the class's ImagePolicy= from systemd's sysext.conf/confext.conf,
- * else sysextd.conf's. */
-static ImagePolicy effective_policy(const Engine *e, const EngineOptions *o, ImageClass k) {
+ImagePolicy engine_class_policy(const EngineConfig *c, const EngineOptions *o, ImageClass k) {
         if (o && o->policy >= 0 && o->policy < _IMAGE_POLICY_MAX)
                 return (ImagePolicy) o->policy;
-        if (e->config.classes[k].policy >= 0 && e->config.classes[k].policy < _IMAGE_POLICY_MAX)
-                return (ImagePolicy) e->config.classes[k].policy;
-        return e->config.policy;
+        if (c->classes[k].policy >= 0 && c->classes[k].policy < _IMAGE_POLICY_MAX)
+                return (ImagePolicy) c->classes[k].policy;
+        return c->policy;
 }
 
 static void effective_policies(const Engine *e, const EngineOptions *o, ImagePolicy ret[static _IMAGE_CLASS_MAX]) {
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
-                ret[k] = effective_policy(e, o, k);
+                ret[k] = engine_class_policy(&e->config, o, k);
 }
 
 /* What the verdicts depend on besides the images: the policy of each class, the trusted
@@ -351,20 +349,19 @@ static uint64_t config_stamp(Engine *e, const ImagePolicy *policy, bool force) {
         return stamp;
 }
 
-static bool class_noexec(const Engine *e, const EngineOptions *o, ImageClass k) {
-        return o && o->noexec >= 0 ? o->noexec > 0 : e->config.classes[k].noexec;
+bool engine_class_noexec(const EngineConfig *c, const EngineOptions *o, ImageClass k) {
+        return o && o->noexec >= 0 ? o->noexec > 0 : c->classes[k].noexec;
 }
 
-static MutableMode class_mutable(const Engine *e, const EngineOptions *o, ImageClass k) {
-        return o && o->mutable[k] >= 0 && o->mutable[k] < _MUTABLE_MAX ? (MutableMode) o->mutable[k]
-                                                                      : e->config.classes[k].mutable;
+MutableMode engine_class_mutable(const EngineConfig *c, const EngineOptions *o, ImageClass k) {
+        return o && o->mutable[k] >= 0 && o->mutable[k] < _MUTABLE_MAX ? (MutableMode) o->mutable[k] : c->classes[k].mutable;
 }
 
 /* The attributes of a class's trees: nodev always, configuration extensions nosuid too (as
  * systemd-confext), noexec as configured. */
 static unsigned class_attrs(const Engine *e, const EngineOptions *o, ImageClass k) {
         return MOUNT_ATTR_NODEV | (k == IMAGE_CLASS_CONFEXT ? MOUNT_ATTR_NOSUID : 0) |
-               (class_noexec(e, o, k) ? MOUNT_ATTR_NOEXEC : 0);
+               (engine_class_noexec(&e->config, o, k) ? MOUNT_ATTR_NOEXEC : 0);
 }
 
 static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by) {
@@ -457,8 +454,8 @@ static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
                 .hierarchy_class = e->hierarchy_class,
                 .force = o && o->force,
                 .mount_attrs = {
-                        [IMAGE_CLASS_SYSEXT] = class_noexec(e, o, IMAGE_CLASS_SYSEXT) ? MOUNT_ATTR_NOEXEC : 0,
-                        [IMAGE_CLASS_CONFEXT] = class_noexec(e, o, IMAGE_CLASS_CONFEXT) ? MOUNT_ATTR_NOEXEC : 0,
+                        [IMAGE_CLASS_SYSEXT] = engine_class_noexec(&e->config, o, IMAGE_CLASS_SYSEXT) ? MOUNT_ATTR_NOEXEC : 0,
+                        [IMAGE_CLASS_CONFEXT] = engine_class_noexec(&e->config, o, IMAGE_CLASS_CONFEXT) ? MOUNT_ATTR_NOEXEC : 0,
                 },
                 .cert_dir = e->config.trusted_dir,
                 .cert_display = cert_display,
@@ -584,7 +581,7 @@ static int prepare_mutables(Engine *e, const EngineOptions *o, HierarchyState *s
                         have_st = fd >= 0 && fstat(fd, &st) >= 0;
                 }
                 r = mutable_prepare(e->root_fd, e->root, states[i].name, states[i].path, have_st ? &st : NULL,
-                                    class_mutable(e, o, views[i].klass), &mutables[i], &msg);
+                                    engine_class_mutable(&e->config, o, views[i].klass), &mutables[i], &msg);
                 if (r == -ENOMEM)
                         return r;
                 if (r < 0)
@@ -943,7 +940,7 @@ int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret) {
 
         s.generation = s.journal.generation;
         s.mode = kernel_has_mount_beneath() ? "beneath" : e->config.allow_degraded ? "degraded" : "unsupported";
-        s.policy = image_policy_to_string(effective_policy(e, o, IMAGE_CLASS_SYSEXT));
+        s.policy = image_policy_to_string(engine_class_policy(&e->config, o, IMAGE_CLASS_SYSEXT));
         s.proof = tree_proof_string();
         s.pending = s.journal.pending;
         s.incomplete = s.journal.incomplete;

@@ -158,6 +158,13 @@ typedef struct EngineStatus {
 void engine_status_done(EngineStatus *s);
 int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret);
 
+/* What a class's trees get under a call with these options (o may be NULL): the caller's
+ * option, else the class's configuration (for the image policy: sysext.conf's or
+ * confext.conf's ImagePolicy=, else sysextd.conf's). */
+ImagePolicy engine_class_policy(const EngineConfig *c, const EngineOptions *o, ImageClass k);
+bool engine_class_noexec(const EngineConfig *c, const EngineOptions *o, ImageClass k);
+MutableMode engine_class_mutable(const EngineConfig *c, const EngineOptions *o, ImageClass k);
+
 /* Whether the call with these options covers class c. */
 static inline bool engine_options_cover(const EngineOptions *o, ImageClass c) {
         return !o || o->classes == 0 || (o->classes & (1u << c));

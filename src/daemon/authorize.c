@@ -18,18 +18,24 @@ static bool requested_mutable_unsafe(const EngineConfig *c, const EngineOptions 
         return m >= 0 && m < _MUTABLE_MAX && m != MUTABLE_NO && (MutableMode) m != c->classes[k].mutable;
 }
 
-static bool requested_policy_unsafe(const EngineConfig *c, const EngineOptions *o) {
-        /* IMAGE_POLICY_* are in order: each allows a subset of what the one before allows.
-         * Weaker than what any covered class is configured with (sysext.conf/confext.conf
-         * may set a class's own) is unsafe. */
+/* The first covered class whose configured image policy (its own, from sysext.conf or
+ * confext.conf, else sysextd.conf's) the requested one is weaker than, or -1.  IMAGE_POLICY_*
+ * are in order: each allows a subset of what the one before allows. */
+static int policy_weakened_class(const EngineConfig *c, const EngineOptions *o) {
         if (o->policy < 0 || o->policy >= _IMAGE_POLICY_MAX)
-                return false;
-        if ((ImagePolicy) o->policy < c->policy)
-                return true;
+                return -1;
         for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
-                if (engine_options_cover(o, k) && c->classes[k].policy >= 0 && o->policy < c->classes[k].policy)
-                        return true;
-        return false;
+                if (engine_options_cover(o, k) && (ImagePolicy) o->policy < engine_class_policy(c, NULL, k))
+                        return k;
+        return -1;
+}
+
+/* The first covered class configured noexec, or -1. */
+static int noexec_class(const EngineConfig *c, const EngineOptions *o) {
+        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
+                if (engine_options_cover(o, k) && c->classes[k].noexec)
+                        return k;
+        return -1;
 }
 
 unsigned authorize_unsafe(const EngineConfig *c, const EngineOptions *o) {
@@ -37,16 +43,13 @@ unsigned authorize_unsafe(const EngineConfig *c, const EngineOptions *o) {
 
         if (o->force)
                 u |= AUTHORIZE_UNSAFE_FORCE;
-        if (requested_policy_unsafe(c, o))
+        if (policy_weakened_class(c, o) >= 0)
                 u |= AUTHORIZE_UNSAFE_IMAGE_POLICY;
-        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++) {
-                if (!engine_options_cover(o, k))
-                        continue;
-                if (o->noexec == 0 && c->classes[k].noexec)
-                        u |= AUTHORIZE_UNSAFE_NOEXEC;
-                if (requested_mutable_unsafe(c, o, k))
+        if (o->noexec == 0 && noexec_class(c, o) >= 0)
+                u |= AUTHORIZE_UNSAFE_NOEXEC;
+        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
+                if (engine_options_cover(o, k) && requested_mutable_unsafe(c, o, k))
                         u |= AUTHORIZE_UNSAFE_MUTABLE;
-        }
         return u;
 }
 
@@ -67,19 +70,24 @@ char *authorize_unsafe_to_string(const EngineConfig *c, const EngineOptions *o) 
 
         if (u & AUTHORIZE_UNSAFE_FORCE)
                 r = strv_extend(&l, "force=true");
-        if (r >= 0 && (u & AUTHORIZE_UNSAFE_IMAGE_POLICY))
-                r = push_assignment(&l, "image-policy", image_policy_to_string(o->policy),
-                                    image_policy_to_string(c->policy));
-        for (ImageClass k = 0; r >= 0 && (u & AUTHORIZE_UNSAFE_NOEXEC) && k < _IMAGE_CLASS_MAX; k++)
-                if (engine_options_cover(o, k) && c->classes[k].noexec) {
-                        char *n;
+        if (r >= 0 && (u & AUTHORIZE_UNSAFE_IMAGE_POLICY)) {
+                int k = policy_weakened_class(c, o);
+                char *configured;
 
-                        /* Named once, with the first class configured noexec. */
-                        if (asprintf(&n, "noexec=false (configured: noexec for %s)", image_class_to_string(k)) < 0)
-                                return NULL;
-                        r = strv_push(&l, n);
-                        break;
-                }
+                if (asprintf(&configured, "%s for %s", image_policy_to_string(engine_class_policy(c, NULL, k)),
+                             image_class_to_string(k)) < 0)
+                        return NULL;
+                r = push_assignment(&l, "image-policy", image_policy_to_string(o->policy), configured);
+                free(configured);
+        }
+        if (r >= 0 && (u & AUTHORIZE_UNSAFE_NOEXEC)) {
+                char *n;
+
+                /* Named once, with the first class configured noexec. */
+                if (asprintf(&n, "noexec=false (configured: noexec for %s)", image_class_to_string(noexec_class(c, o))) < 0)
+                        return NULL;
+                r = strv_push(&l, n);
+        }
         for (ImageClass k = 0; r >= 0 && k < _IMAGE_CLASS_MAX; k++)
                 if (engine_options_cover(o, k) && requested_mutable_unsafe(c, o, k)) {
                         char key[32];
@@ -106,8 +114,12 @@ int authorize_details(const EngineConfig *c, EngineVerb verb, const EngineOption
         _cleanup_strv_free_ char **l = NULL, **classes = NULL, **unsafe = NULL;
         _cleanup_free_ char *class_list = NULL, *unsafe_list = NULL;
         unsigned u = authorize_unsafe(c, o);
-        int policy = o->policy >= 0 && o->policy < _IMAGE_POLICY_MAX ? o->policy : (int) c->policy;
-        int r = 0;
+        int policy = -1, r = 0;
+
+        /* "image-policy": the weakest in force for a covered class. */
+        for (ImageClass k = 0; k < _IMAGE_CLASS_MAX; k++)
+                if (engine_options_cover(o, k) && (policy < 0 || (int) engine_class_policy(c, o, k) < policy))
+                        policy = engine_class_policy(c, o, k);
 
         for (ImageClass k = 0; r >= 0 && k < _IMAGE_CLASS_MAX; k++)
                 if (engine_options_cover(o, k))
@@ -145,15 +157,18 @@ int authorize_details(const EngineConfig *c, EngineVerb verb, const EngineOption
                 r = push_pair(&l, "noexec", o->noexec < 0 ? "" : true_false(o->noexec > 0));
         for (ImageClass k = 0; r >= 0 && k < _IMAGE_CLASS_MAX; k++) {
                 char key[32];
-                int m = o->mutable[k] >= 0 && o->mutable[k] < _MUTABLE_MAX ? o->mutable[k] : (int) c->classes[k].mutable;
 
                 if (!engine_options_cover(o, k))
                         continue;
-                snprintf(key, sizeof(key), "%s-noexec", image_class_to_string(k));
-                r = push_pair(&l, key, true_false(o->noexec >= 0 ? o->noexec > 0 : c->classes[k].noexec));
+                snprintf(key, sizeof(key), "%s-image-policy", image_class_to_string(k));
+                r = push_pair(&l, key, image_policy_to_string(engine_class_policy(c, o, k)));
+                if (r >= 0) {
+                        snprintf(key, sizeof(key), "%s-noexec", image_class_to_string(k));
+                        r = push_pair(&l, key, true_false(engine_class_noexec(c, o, k)));
+                }
                 if (r >= 0) {
                         snprintf(key, sizeof(key), "%s-mutable", image_class_to_string(k));
-                        r = push_pair(&l, key, mutable_mode_to_string(m));
+                        r = push_pair(&l, key, mutable_mode_to_string(engine_class_mutable(c, o, k)));
                 }
         }
         if (r >= 0)

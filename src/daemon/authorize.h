@@ -9,7 +9,8 @@
  *
  * An option that lets the call do what the configuration would not is "unsafe": the call is
  * then authorized with the action org.sysextd1.manage-unsafe instead of org.sysextd1.manage
- * (the first implies the second: whoever may weaken the policy may also apply it).  The same
+ * (the policy file makes the first imply the second: whoever may weaken the policy may also
+ * apply it).  The same
  * rules hold whatever the method, and only for the classes the call covers:
  *
  *   force=true            always (release files not matched against the host)

@@ -357,9 +357,12 @@ static int on_authorization(sd_bus_message *reply, void *userdata, sd_bus_error 
                  sd_bus_message_read(reply, "bb", &authorized, &challenge) < 0)
                 r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
                                                "polkit sent an answer that cannot be read; refusing.");
-        else if (authorized)
+        else if (authorized) {
                 r = manager_queue_transition(m, a->request, a->verb, &a->options);
-        else {
+                if (r < 0) /* nothing was sent (no memory for the job): the caller must hear */
+                        r = sd_bus_reply_method_errnof(a->request, r, "Failed to queue the %s: %m",
+                                                       engine_verb_to_string(a->verb));
+        } else {
                 /* Out of memory for the options' description: the action's name alone. */
                 what = describe_action(a);
                 if (challenge && !a->interactive)
@@ -372,7 +375,8 @@ static int on_authorization(sd_bus_message *reply, void *userdata, sd_bus_error 
                                                        what ?: authorize_action(a->unsafe));
         }
         if (r < 0)
-                log_warning_errno(r, "Failed to answer a call after its authorization: %m");
+                log_warning_errno(r, "Failed to answer the %s call of %s after its authorization: %m",
+                                  engine_verb_to_string(a->verb), strna(sd_bus_message_get_sender(a->request)));
         authorization_free(a);
         return 0;
 }

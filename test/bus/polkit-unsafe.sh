@@ -24,12 +24,13 @@ set -euo pipefail
 . "$(dirname "$0")/../lib-verity.sh"
 # shellcheck source=test/bus/lib-bus.sh
 . "$(dirname "$0")/lib-bus.sh"
+# shellcheck source=test/bus/lib-polkit.sh
+. "$(dirname "$0")/lib-polkit.sh"
 enter_sandbox "$@"
 bus_requirements
 require_verity_tools
 require_cmd gdbus python3
-[[ -x /usr/lib/polkit-1/polkitd ]] || skip "polkitd is not installed (run tools/deps)"
-id polkitd >/dev/null 2>&1 || skip "no user polkitd"
+polkit_requirements
 make_root
 
 # The images: sig and foreign signed by a trusted certificate, unsigned without verity.
@@ -56,75 +57,9 @@ printf '[Extensions]\nImagePolicy=signed\n[Daemon]\nIdleTimeoutSec=0\n' >"$CONF"
 IDLE_CONF=$WORK/signed-idle.conf
 printf '[Extensions]\nImagePolicy=signed\n[Daemon]\nIdleTimeoutSec=3\n' >"$IDLE_CONF"
 
-# polkit's files, for this namespace, as in polkit.sh.
-actions=$WORK/polkit-actions
-rules=$WORK/polkit-rules
-mkdir -p "$actions" "$rules"
-cp -a /usr/share/polkit-1/actions/. "$actions/" 2>/dev/null || true
-cp "$BUS_SRCDIR/conf/org.sysextd1.policy" "$actions/"
-chmod -R a+rX "$actions" "$rules" "$WORK"
-mkdir -p /usr/share/polkit-1/actions /etc/polkit-1/rules.d
-mount --bind "$actions" /usr/share/polkit-1/actions
-mount --bind "$rules" /etc/polkit-1/rules.d
-if [[ -d /usr/share/polkit-1/rules.d ]]; then
-	mkdir -p "$WORK/empty-rules"
-	mount --bind "$WORK/empty-rules" /usr/share/polkit-1/rules.d
-fi
-
-BUS_EXTRA_POLICY=/usr/share/dbus-1/system.d/org.freedesktop.PolicyKit1.conf
-[[ -r $BUS_EXTRA_POLICY ]] || skip "no bus policy for polkit ($BUS_EXTRA_POLICY)"
+polkit_files
 # Without test hooks the variable does nothing and (d) is skipped.
 start_bus "$CONF" SYSEXTD_TEST_POLKIT_TIMEOUT_SEC=5
-
-POLKIT_PID=
-start_polkit() {
-	DBUS_SYSTEM_BUS_ADDRESS=$BUS_ADDR /usr/lib/polkit-1/polkitd --no-debug >>"$BUS_LOG" 2>&1 &
-	POLKIT_PID=$!
-	on_exit "kill $POLKIT_PID 2>/dev/null || true"
-	for _ in $(seq 100); do
-		bctl --auto-start=no status org.freedesktop.PolicyKit1 >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	fail "polkitd did not come up on the private bus:
-$(bus_log)"
-}
-
-stop_polkit() {
-	[[ -n "$POLKIT_PID" ]] || return 0
-	kill "$POLKIT_PID" 2>/dev/null || true
-	wait "$POLKIT_PID" 2>/dev/null || true
-	POLKIT_PID=
-	for _ in $(seq 100); do
-		bctl --auto-start=no status org.freedesktop.PolicyKit1 >/dev/null 2>&1 || return 0
-		sleep 0.1
-	done
-	fail "org.freedesktop.PolicyKit1 still has an owner"
-}
-
-# use_rule JAVASCRIPT — make it the only rule and (re)start polkitd to read it.
-use_rule() {
-	stop_polkit
-	printf '%s\n' "$1" >"$rules/50-sysextd-test.rules"
-	chmod a+r "$rules/50-sysextd-test.rules"
-	start_polkit
-}
-
-# call_as USER [--interactive] METHOD [N KEY TYPE VALUE...] — a mutating method through busctl
-# as USER, with the options given as busctl's a{sv} arguments (none: 0).
-call_as() {
-	local u=$1 inter=no
-	shift
-	if [[ $1 == --interactive ]]; then
-		inter=yes
-		shift
-	fi
-	local method=$1
-	shift
-	(($# > 0)) || set -- 0
-	_capture setpriv --reuid="$u" --regid="$(id -g "$u")" --clear-groups -- \
-		busctl --address="$BUS_ADDR" --allow-interactive-authorization="$inter" \
-		call org.sysextd1 /org/sysextd1 org.sysextd1.Manager "$method" 'a{sv}' "$@"
-}
 
 # refused_unsafe METHOD [N KEY TYPE VALUE...] — nobody's call fails naming the unsafe action,
 # and neither the tree nor the generation changes.
@@ -134,7 +69,7 @@ refused_unsafe() {
 	gen=$(generation)
 	call_as nobody "$@"
 	assert_failed "$* as nobody"
-	assert_contains "$ERR" "org.sysextd1.manage-unsafe" "the refusal of $*"
+	assert_contains "$ERR" "not authorized to change the merged tree (polkit action org.sysextd1.manage-unsafe, for options that weaken the configuration:" "the refusal of $*"
 	assert_eq "$(tree_snapshot)" "$before" "tree after the refusal of $*"
 	assert_eq "$(generation)" "$gen" "generation after the refusal of $*"
 }
@@ -187,7 +122,7 @@ assert_missing "$R/usr/share/unsigned/f"
 check "(a) options that weaken the configuration are refused, the tree as it was"
 refused_unsafe Merge 1 image-policy s open
 refused_unsafe Refresh 1 image-policy s open
-assert_contains "$ERR" "image-policy=open (configured: signed)" "the message names the option"
+assert_contains "$ERR" "image-policy=open (configured: signed for sysext)" "the message names the option"
 refused_unsafe Refresh 1 image-policy s verity
 refused_unsafe Refresh 1 image-policy s root=unprotected
 refused_unsafe Refresh 1 force b true
@@ -243,7 +178,7 @@ refused_unsafe Refresh 2 force b true image-policy s open
 before=$(tree_snapshot)
 call_as nobody Unmerge
 assert_failed "Unmerge as nobody (the rule refuses the verb)"
-assert_contains "$ERR" "org.sysextd1.manage" "the refusal of Unmerge"
+assert_contains "$ERR" "(polkit action org.sysextd1.manage)" "the refusal of Unmerge"
 assert_eq "$(tree_snapshot)" "$before" "tree after the refused Unmerge"
 run_cli unmerge
 assert_ok "unmerge as root"

@@ -14,66 +14,23 @@ set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 # shellcheck source=test/bus/lib-bus.sh
 . "$(dirname "$0")/lib-bus.sh"
+# shellcheck source=test/bus/lib-polkit.sh
+. "$(dirname "$0")/lib-polkit.sh"
 enter_sandbox "$@"
 bus_requirements
 require_cmd gdbus python3
-[[ -x /usr/lib/polkit-1/polkitd ]] || skip "polkitd is not installed (run tools/deps)"
-id polkitd >/dev/null 2>&1 || skip "no user polkitd"
+polkit_requirements
 id daemon >/dev/null 2>&1 || skip "no user daemon"
 make_root
 bus_setup_images
 noidle_config
 
-# polkit's files, for this namespace: our action next to the installed ones, a rule of ours.
-actions=$WORK/polkit-actions
-rules=$WORK/polkit-rules
-mkdir -p "$actions" "$rules"
-cp -a /usr/share/polkit-1/actions/. "$actions/" 2>/dev/null || true
-cp "$BUS_SRCDIR/conf/org.sysextd1.policy" "$actions/"
-cat >"$rules/50-sysextd-test.rules" <<'EOF'
-polkit.addRule(function(action, subject) {
+polkit_files 'polkit.addRule(function(action, subject) {
         if (action.id == "org.sysextd1.manage" && subject.user == "nobody")
                 return polkit.Result.YES;
-});
-EOF
-chmod -R a+rX "$actions" "$rules" "$WORK"
-mkdir -p /usr/share/polkit-1/actions /etc/polkit-1/rules.d
-mount --bind "$actions" /usr/share/polkit-1/actions
-mount --bind "$rules" /etc/polkit-1/rules.d
-if [[ -d /usr/share/polkit-1/rules.d ]]; then
-	mkdir -p "$WORK/empty-rules"
-	mount --bind "$WORK/empty-rules" /usr/share/polkit-1/rules.d
-fi
-
-BUS_EXTRA_POLICY=/usr/share/dbus-1/system.d/org.freedesktop.PolicyKit1.conf
-[[ -r $BUS_EXTRA_POLICY ]] || skip "no bus policy for polkit ($BUS_EXTRA_POLICY)"
+});'
 start_bus "$NOIDLE_CONF"
-
-start_polkit() {
-	DBUS_SYSTEM_BUS_ADDRESS=$BUS_ADDR /usr/lib/polkit-1/polkitd --no-debug >>"$BUS_LOG" 2>&1 &
-	POLKIT_PID=$!
-	on_exit "kill $POLKIT_PID 2>/dev/null || true"
-	for _ in $(seq 100); do
-		bctl --auto-start=no status org.freedesktop.PolicyKit1 >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	fail "polkitd did not come up on the private bus:
-$(bus_log)"
-}
 start_polkit
-
-# call_as USER [--interactive] METHOD — a mutating method through busctl as USER.
-call_as() {
-	local u=$1 inter=no
-	shift
-	if [[ $1 == --interactive ]]; then
-		inter=yes
-		shift
-	fi
-	_capture setpriv --reuid="$u" --regid="$(id -g "$u")" --clear-groups -- \
-		busctl --address="$BUS_ADDR" --allow-interactive-authorization="$inter" \
-		call org.sysextd1 /org/sysextd1 org.sysextd1.Manager "$1" 'a{sv}' 0
-}
 
 # gdbus_as USER METHOD — the D-Bus error name, through gdbus (which prints it).
 gdbus_as() {
@@ -116,8 +73,7 @@ assert_eq "$(generation)" "$gen" "generation after the refusals"
 
 # ---------------------------------------------------------------- (c)
 check "(c) root is not asked: with polkitd gone, root still merges, nobody does not"
-kill "$POLKIT_PID"
-wait "$POLKIT_PID" 2>/dev/null || true
+stop_polkit
 run_cli merge
 assert_ok "merge as root without polkit"
 call_as nobody Refresh

@@ -20,10 +20,23 @@ static void check_unsafe_string(const EngineConfig *c, const EngineOptions *o, c
         free(s);
 }
 
+/* authorize_details() of the call: each pair of want ("key", "value", ..., NULL) is there
+ * with that value, a NULL value meaning the key is absent. */
+static void check_details(const EngineConfig *c, EngineVerb verb, const EngineOptions *o, const char *const *want) {
+        char **d = NULL;
+
+        CHECK(authorize_details(c, verb, o, &d) == 0);
+        for (; want[0]; want += 2)
+                if (want[1])
+                        CHECK_STREQ(detail(d, want[0]), want[1]);
+                else
+                        CHECK(detail(d, want[0]) == NULL);
+        strv_free(d);
+}
+
 int main(void) {
         EngineConfig c = {};
         EngineOptions o;
-        char **d = NULL;
 
         CHECK(engine_config_default(&c) >= 0);
         c.policy = IMAGE_POLICY_SIGNED;
@@ -49,7 +62,7 @@ int main(void) {
         o = (EngineOptions) ENGINE_OPTIONS_INIT;
         o.policy = IMAGE_POLICY_OPEN;
         CHECK(authorize_unsafe(&c, &o) == AUTHORIZE_UNSAFE_IMAGE_POLICY);
-        check_unsafe_string(&c, &o, "image-policy=open (configured: signed)");
+        check_unsafe_string(&c, &o, "image-policy=open (configured: signed for sysext)");
         o.policy = IMAGE_POLICY_VERITY;
         CHECK(authorize_unsafe(&c, &o) == AUTHORIZE_UNSAFE_IMAGE_POLICY);
         o.policy = IMAGE_POLICY_SIGNED;
@@ -106,39 +119,49 @@ int main(void) {
         CHECK(authorize_unsafe(&c, &o) == (AUTHORIZE_UNSAFE_FORCE | AUTHORIZE_UNSAFE_IMAGE_POLICY |
                                            AUTHORIZE_UNSAFE_NOEXEC | AUTHORIZE_UNSAFE_MUTABLE));
         check_unsafe_string(&c, &o,
-                            "force=true, image-policy=open (configured: signed), "
+                            "force=true, image-policy=open (configured: signed for sysext), "
                             "noexec=false (configured: noexec for confext), confext-mutable=yes (configured: no)");
 
         /* Details. */
-        CHECK(authorize_details(&c, ENGINE_REFRESH, &o, &d) == 0);
-        CHECK_STREQ(detail(d, "verb"), "refresh");
-        CHECK_STREQ(detail(d, "class"), "sysext confext");
-        CHECK_STREQ(detail(d, "force"), "true");
-        CHECK_STREQ(detail(d, "always-refresh"), "false");
-        CHECK_STREQ(detail(d, "image-policy"), "open");
-        CHECK_STREQ(detail(d, "noexec"), "false");
-        CHECK_STREQ(detail(d, "confext-noexec"), "false");
-        CHECK_STREQ(detail(d, "sysext-mutable"), "no");
-        CHECK_STREQ(detail(d, "confext-mutable"), "yes");
-        CHECK_STREQ(detail(d, "unsafe"), "force image-policy noexec mutable");
-        strv_free(d);
-        d = NULL;
+        check_details(&c, ENGINE_REFRESH, &o,
+                      (const char *[]) { "verb", "refresh", "class", "sysext confext", "force", "true",
+                                         "always-refresh", "false", "image-policy", "open", "sysext-image-policy", "open",
+                                         "noexec", "false", "confext-noexec", "false", "sysext-mutable", "no",
+                                         "confext-mutable", "yes", "unsafe", "force image-policy noexec mutable", NULL });
 
         o = (EngineOptions) ENGINE_OPTIONS_INIT;
         o.classes = 1u << IMAGE_CLASS_SYSEXT;
         o.always_refresh = true;
-        CHECK(authorize_details(&c, ENGINE_MERGE, &o, &d) == 0);
-        CHECK_STREQ(detail(d, "verb"), "merge");
-        CHECK_STREQ(detail(d, "class"), "sysext");
-        CHECK_STREQ(detail(d, "force"), "false");
-        CHECK_STREQ(detail(d, "always-refresh"), "true");
-        CHECK_STREQ(detail(d, "image-policy"), "signed");
-        CHECK_STREQ(detail(d, "noexec"), "");
-        CHECK_STREQ(detail(d, "sysext-noexec"), "false");
-        CHECK(detail(d, "confext-noexec") == NULL);
-        CHECK(detail(d, "confext-mutable") == NULL);
-        CHECK_STREQ(detail(d, "unsafe"), "");
-        strv_free(d);
+        check_details(&c, ENGINE_MERGE, &o,
+                      (const char *[]) { "verb", "merge", "class", "sysext", "force", "false", "always-refresh", "true",
+                                         "image-policy", "signed", "noexec", "", "sysext-noexec", "false",
+                                         "confext-noexec", NULL, "confext-mutable", NULL, "confext-image-policy", NULL,
+                                         "unsafe", "", NULL });
+
+        /* A class's own ImagePolicy= (sysext.conf, confext.conf) counts for that class. */
+        c.classes[IMAGE_CLASS_CONFEXT].policy = IMAGE_POLICY_OPEN; /* weaker than sysextd.conf's signed */
+        o = (EngineOptions) ENGINE_OPTIONS_INIT;
+        o.policy = IMAGE_POLICY_VERITY;
+        o.classes = 1u << IMAGE_CLASS_CONFEXT;
+        CHECK(authorize_unsafe(&c, &o) == 0); /* stricter than confext's open */
+        o.classes = 0;
+        CHECK(authorize_unsafe(&c, &o) == AUTHORIZE_UNSAFE_IMAGE_POLICY); /* weaker than sysext's signed */
+        check_unsafe_string(&c, &o, "image-policy=verity (configured: signed for sysext)");
+        o = (EngineOptions) ENGINE_OPTIONS_INIT;
+        o.force = true;
+        check_details(&c, ENGINE_REFRESH, &o,
+                      (const char *[]) { "image-policy", "open", "sysext-image-policy", "signed",
+                                         "confext-image-policy", "open", "unsafe", "force", NULL });
+        c.classes[IMAGE_CLASS_CONFEXT].policy = -1;
+        c.classes[IMAGE_CLASS_SYSEXT].policy = IMAGE_POLICY_DENY; /* stricter than signed */
+        o = (EngineOptions) ENGINE_OPTIONS_INIT;
+        o.policy = IMAGE_POLICY_SIGNED;
+        o.classes = 1u << IMAGE_CLASS_SYSEXT;
+        CHECK(authorize_unsafe(&c, &o) == AUTHORIZE_UNSAFE_IMAGE_POLICY);
+        check_unsafe_string(&c, &o, "image-policy=signed (configured: deny for sysext)");
+        o.classes = 1u << IMAGE_CLASS_CONFEXT;
+        CHECK(authorize_unsafe(&c, &o) == 0);
+        c.classes[IMAGE_CLASS_SYSEXT].policy = -1;
 
         engine_config_done(&c);
         return tap_finish();
