@@ -30,7 +30,8 @@
 
 #define MANAGER_CALL_TIMEOUT_USEC (120ULL * 1000000ULL)
 #define JOB_CALL_TIMEOUT_USEC (25ULL * 1000000ULL)
-#define MANAGER_PRIVATE_ADDRESS "unix:path=/run/systemd/private"
+#define MANAGER_PRIVATE_SOCKET "/run/systemd/private"
+#define MANAGER_PRIVATE_ADDRESS "unix:path=" MANAGER_PRIVATE_SOCKET
 /* A drop-in directory is read this far looking for a *.conf file. */
 #define DROPIN_ENTRIES_MAX 4096
 
@@ -482,7 +483,7 @@ int unit_manager_connect(sd_bus **ret) {
 
         /* As systemd's bus_connect_system_systemd(): the manager's private socket for root,
          * which exists before the system bus does (early boot). */
-        if (geteuid() == 0 && !getenv("DBUS_SYSTEM_BUS_ADDRESS") && access(MANAGER_PRIVATE_ADDRESS + strlen("unix:path="), F_OK) >= 0) {
+        if (geteuid() == 0 && !getenv("DBUS_SYSTEM_BUS_ADDRESS") && access(MANAGER_PRIVATE_SOCKET, F_OK) >= 0) {
                 _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
 
                 r = sd_bus_new(&bus);
