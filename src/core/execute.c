@@ -181,6 +181,7 @@ static int stage(Engine *e, Work *work, size_t n_work, HierarchyState *states, c
                         .hierarchy = states[w->hierarchy].name,
                         .ours = w->ours,
                         .n_ours = w->n_ours,
+                        .old_writable = w->old && w->old->writable && w->n_ours > 0,
                         .id = w->new_id,
                         .generation = generation,
                         .names = build ? hp->names : NULL,

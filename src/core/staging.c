@@ -125,6 +125,53 @@ static int write_marker(const char *dir, const StagingRequest *req, const struct
         return write_file_atomic_at(dfd, "extensions", names, 0444);
 }
 
+/* Step 1, for a writable old tree O: every directory between O's root and a child's mount
+ * point copied up through O (a chown that changes nothing, which overlayfs performs by copying
+ * up first).  The new tree N shares O's upper directory and looks these directories up in
+ * step 6; a directory that is in a lower layer only when N looks it up stays "lower only" in
+ * N's cache for as long as N is mounted, so a file that a writer creates in it through O
+ * before the seal (which copies the directory up behind N's back) would be neither listed
+ * nor opened in N, and N could not create there (ENOTEMPTY).  Copied up first, it is a
+ * merged directory in N from the start: whatever O creates in it later is read from the
+ * upper directory when N looks for it.  The mount point itself needs nothing: O cannot
+ * change it while it is one.  Only our own top is written through, identified by its
+ * device; a mount on the way (a nested child) ends the walk. */
+static int copy_up_ancestors(Worker *w, const StagingRequest *req, const char *child) {
+        _cleanup_close_ int top = -EBADF;
+        _cleanup_free_ char *rel = NULL;
+        const char *r0 = startswith(child, req->target);
+        struct stat st;
+        char *slash;
+
+        if (!req->old_writable || !r0)
+                return 0;
+        top = open_live(req->target);
+        if (top < 0 || fstat(top, &st) < 0)
+                return worker_fail(w, top < 0 ? -top : errno, "Failed to open the live tree on %s: %m", req->target);
+        if (st.st_dev != req->ours[0])
+                return worker_fail(w, EBUSY, "The top of %s changed while the new tree was being built", req->target);
+        rel = strdup(r0 + strspn(r0, "/"));
+        if (!rel)
+                return worker_fail(w, ENOMEM, "Out of memory");
+        for (slash = strchr(rel, '/'); slash; slash = strchr(slash + 1, '/')) {
+                _cleanup_close_ int dir = -EBADF;
+
+                *slash = 0;
+                dir = openat_resolve(top, rel, O_PATH | O_DIRECTORY | O_NOFOLLOW,
+                                     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+                *slash = '/';
+                if (dir == -EXDEV)
+                        break;
+                if (dir < 0) {
+                        errno = -dir;
+                        return worker_fail(w, dir, "Failed to open the directories above the mount point %s in the writable tree: %m", child);
+                }
+                if (fchownat(dir, "", (uid_t) -1, (gid_t) -1, AT_EMPTY_PATH) < 0)
+                        return worker_fail(w, errno, "Failed to copy up the directories above the mount point %s in the writable tree: %m", child);
+        }
+        return 0;
+}
+
 /* Step 1: clones of the mounts below the live hierarchy. */
 static int clone_children(Worker *w, StagingRequest *req, int *fds) {
         size_t i = 0;
@@ -132,6 +179,11 @@ static int clone_children(Worker *w, StagingRequest *req, int *fds) {
         STRV_FOREACH(c, req->children) {
                 _cleanup_close_ int live = -EBADF;
                 MountIdentity m;
+                int r;
+
+                r = copy_up_ancestors(w, req, *c);
+                if (r < 0)
+                        return r;
 
                 live = open_live(*c);
                 if (live < 0 || mount_identity_of_fd(live, &m) < 0 || !m.is_root)

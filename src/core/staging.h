@@ -20,6 +20,9 @@ typedef struct StagingRequest {
         const dev_t *ours;     /* devices of our overlays on top of target, top first: the
                                 * worker takes them off (in its namespace) to reach the base */
         size_t n_ours;
+        bool old_writable;     /* ours[0], the live top, is a writable tree: the directories
+                                * above each child's mount point are copied up through it
+                                * before the new tree looks them up (step 1) */
         /* The marker layer's content. */
         const char *id;
         uint64_t generation;
