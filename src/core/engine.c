@@ -132,6 +132,7 @@ Engine *engine_free(Engine *e) {
         safe_close(e->journal_fd);
         image_list_free(&e->probed);
         unit_actions_done(&e->units);
+        free(e->recovery_waits);
         engine_config_done(&e->config);
         strv_free(e->hierarchies);
         engine_result_done(&e->result);
@@ -795,6 +796,10 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         r = recover_locked(e, &j, &states, &n, &recovered);
         if (r < 0)
                 goto finish;
+        if (e->recovery_waits) {
+                r = engine_fail(e, ENGINE_ERROR_BUSY, EBUSY, "%s Nothing was changed.", e->recovery_waits);
+                goto finish;
+        }
 
         r = analyze_hierarchies(e, o, &j, states, n, &views, &any_live);
         if (r < 0)

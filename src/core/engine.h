@@ -84,6 +84,10 @@ typedef struct Engine {
         /* What the service manager was asked after the last transition (units.h): the jobs
          * queued, never waited for (the daemon reports how they end). */
         UnitActions units;
+
+        /* Set by recovery when an interrupted transition cannot be finished yet (a writable old
+         * tree that cannot be sealed, recover.c): why; a new transition is refused meanwhile. */
+        char *recovery_waits;
 } Engine;
 
 int engine_new(const char *root, EngineConfig *config, Engine **ret); /* takes *config */

@@ -31,6 +31,8 @@
  *    have unmounted our tree), and tree records whose mount is gone are forgotten.
  */
 #include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
@@ -99,9 +101,48 @@ static int reinspect(Engine *e, Journal *j, HierarchyState *states, size_t n) {
         return 0;
 }
 
-static int resolve_pending(Engine *e, Journal *j, HierarchyState *states, size_t n, bool *ret_changed) {
-        bool forward = false, discarded = false;
+/* Before a FINISH detaches a writable old tree, that tree is sealed (swap.c: two writable
+ * trees never share an upper directory; a crash may have come before the seal, or between
+ * the seals of two hierarchies).  All of the transition's writable old trees are sealed, or
+ * none: when a file is held open for writing on one, each stays writable and on top, its
+ * new tree waits beneath it unseen, and the record is kept: it is finished at a later start,
+ * once the file is closed.  Returns whether the FINISHes may go ahead. */
+static bool seal_for_finish(Engine *e, Journal *j, HierarchyState *states, size_t n, SwapTarget *targets,
+                            size_t *ret_n) {
+        _cleanup_free_ char *msg = NULL;
+        size_t k = 0;
 
+        for (size_t i = 0; i < j->n_transitions; i++) {
+                const JournalTransition *t = &j->transitions[i];
+                HierarchyState *h = find_state(states, n, t->hierarchy);
+                const Tree *old = tree_list_find(&j->trees, t->old_tree);
+
+                if (!h || !h->exists || !old || !old->writable ||
+                    recover_decide(h, t->old_tree, t->new_tree) != RECOVER_FINISH)
+                        continue;
+                targets[k++] = (SwapTarget) {
+                        .root_fd = e->root_fd, .rel = h->name, .path = h->path, .tree_fd = -EBADF, .old = old,
+                };
+        }
+        *ret_n = k;
+        if (k == 0 || swap_seal_all(targets, k, SWAP_SEAL_WAIT_USEC, &msg) >= 0)
+                return true;
+        if (asprintf(&e->recovery_waits,
+                     "An interrupted transition cannot be finished yet: %s Until then the previous trees stay live and writable, and the new ones wait beneath them unseen.",
+                     strna(msg)) < 0)
+                e->recovery_waits = NULL;
+        log_warning("%s", strna(e->recovery_waits));
+        return false;
+}
+
+static int resolve_pending(Engine *e, Journal *j, HierarchyState *states, size_t n, bool *ret_changed) {
+        _cleanup_free_ SwapTarget *sealed = calloc(j->n_transitions ?: 1, sizeof(SwapTarget));
+        bool forward = false, discarded = false, may_finish;
+        size_t n_sealed = 0;
+
+        if (!sealed)
+                return -ENOMEM;
+        may_finish = seal_for_finish(e, j, states, n, sealed, &n_sealed);
         for (size_t i = 0; i < j->n_transitions;) {
                 JournalTransition *t = &j->transitions[i];
                 HierarchyState *h = find_state(states, n, t->hierarchy);
@@ -120,10 +161,18 @@ static int resolve_pending(Engine *e, Journal *j, HierarchyState *states, size_t
                 }
 
                 d = recover_decide(h, t->old_tree, t->new_tree);
+                if (d == RECOVER_FINISH && old && old->writable && !may_finish) {
+                        i++;
+                        continue;
+                }
                 if (d == RECOVER_FINISH) {
                         r = tree_detach(e->root_fd, h->name, h->path, old, &msg);
                         if (r < 0) {
                                 log_warning("Could not finish the interrupted transition on %s: %s", h->path, strna(msg));
+                                /* Still on top: writable again. */
+                                for (size_t k = 0; k < n_sealed; k++)
+                                        if (sealed[k].old == old)
+                                                swap_unseal_all(&sealed[k], 1);
                                 d = RECOVER_COVERED;
                         }
                 }
@@ -205,7 +254,7 @@ static int repair_stacks(Engine *e, Journal *j, HierarchyState *states, size_t n
                         log_info("Detached a stale tree of sysextd (generation %" PRIu64 ") from %s.", t->generation, h->path);
                         *ret_changed = true;
                 }
-                if (v.n_buried > 0)
+                if (v.n_buried > 0 && !pending_for(j, h->name))
                         log_warning("%zu earlier tree(s) of sysextd lie buried beneath the live one on %s; they go when the hierarchy's parent mount does.",
                                     v.n_buried, h->path);
 
@@ -266,6 +315,8 @@ int recover_run(Engine *e, Journal *j, HierarchyState *states, size_t n, bool *r
         bool forward = false, repaired = false, dirty = false;
         int r;
 
+        free(e->recovery_waits);
+        e->recovery_waits = NULL;
         if (j->pending) {
                 r = resolve_pending(e, j, states, n, &forward);
                 if (r < 0)

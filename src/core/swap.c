@@ -81,6 +81,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 
 #include "fd-util.h"
@@ -179,15 +180,93 @@ int tree_seal_fd(int fd, bool ro) {
         return 0;
 }
 
-/* A process of this namespace with a file on mount 'mnt_id' open for writing, for the
- * message when a seal cannot be had: "PID 123 (comm) holds /usr/x". */
-static char *find_writer(uint64_t mnt_id) {
+static int push_u64(uint64_t **a, size_t *n, uint64_t v) {
+        uint64_t *x = reallocarray(*a, *n + 1, sizeof(uint64_t));
+
+        if (!x)
+                return -ENOMEM;
+        x[(*n)++] = v;
+        *a = x;
+        return 0;
+}
+
+/* Every mount of the file system 'dev', in every mount namespace: mount ids are unique
+ * system-wide, and each namespace's mount table is read once, from its first process. */
+static int mounts_of_fs(dev_t dev, uint64_t **ret, size_t *ret_n) {
         _cleanup_closedir_ DIR *proc = opendir("/proc");
+        _cleanup_free_ uint64_t *ids = NULL, *seen = NULL;
+        size_t n_ids = 0, n_seen = 0;
         struct dirent *p;
 
+        if (!proc)
+                return negative_errno();
+        while ((p = readdir(proc))) {
+                _cleanup_free_ char *table = NULL;
+                char path[300];
+                struct stat st;
+                bool known = false;
+
+                if (p->d_name[0] < '1' || p->d_name[0] > '9')
+                        continue;
+                snprintf(path, sizeof(path), "/proc/%s/ns/mnt", p->d_name);
+                if (stat(path, &st) < 0)
+                        continue;
+                for (size_t i = 0; i < n_seen && !known; i++)
+                        known = seen[i] == (uint64_t) st.st_ino;
+                if (known)
+                        continue;
+                if (push_u64(&seen, &n_seen, st.st_ino) < 0)
+                        return -ENOMEM;
+                snprintf(path, sizeof(path), "/proc/%s/mountinfo", p->d_name);
+                if (read_file_at(AT_FDCWD, path, 0, 64U << 20, &table, NULL, NULL) < 0)
+                        continue;
+                for (const char *l = table; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+                        unsigned long long id;
+                        unsigned maj, min;
+
+                        if (sscanf(l, "%llu %*u %u:%u", &id, &maj, &min) != 3 || makedev(maj, min) != (dev_t) dev)
+                                continue;
+                        if (push_u64(&ids, &n_ids, id) < 0)
+                                return -ENOMEM;
+                }
+        }
+        *ret = TAKE_PTR(ids);
+        *ret_n = n_ids;
+        return 0;
+}
+
+/* "process 123 (comm) VERB TARGET REST" */
+static char *describe_process(const char *pid, const char *verb, const char *target, const char *rest) {
+        _cleanup_free_ char *comm = NULL, *safe_comm = NULL, *safe_target = NULL, *s = NULL;
+        char path[300];
+
+        snprintf(path, sizeof(path), "/proc/%s/comm", pid);
+        if (read_file_at(AT_FDCWD, path, 0, 256, &comm, NULL, NULL) >= 0)
+                comm[strcspn(comm, "\n")] = 0;
+        if (asprintf(&s, "process %s (%s) %s %s%s", pid, string_safe(strna(comm), &safe_comm), verb,
+                     string_safe(target, &safe_target), rest) < 0)
+                return NULL;
+        return TAKE_PTR(s);
+}
+
+/* Who keeps the file system 'dev' (an old writable tree) from being sealed, in any mount
+ * namespace, for the refusal: a file open for writing through any of its mounts, or a file
+ * of it mapped shared and writable (the mapping holds the write access after the file is
+ * closed).  NULL if no process does (a kernel user, such as a loop device backed by one of
+ * its files). */
+static char *find_writer(dev_t dev) {
+        _cleanup_closedir_ DIR *proc = NULL;
+        _cleanup_free_ uint64_t *ids = NULL;
+        size_t n_ids = 0;
+        struct dirent *p;
+
+        if (mounts_of_fs(dev, &ids, &n_ids) < 0)
+                return NULL;
+        proc = opendir("/proc");
         while (proc && (p = readdir(proc))) {
                 _cleanup_closedir_ DIR *fds = NULL;
-                char dir[600];
+                _cleanup_free_ char *maps = NULL;
+                char dir[300];
                 struct dirent *f;
 
                 if (p->d_name[0] < '1' || p->d_name[0] > '9')
@@ -195,9 +274,10 @@ static char *find_writer(uint64_t mnt_id) {
                 snprintf(dir, sizeof(dir), "/proc/%s/fd", p->d_name);
                 fds = opendir(dir);
                 while (fds && (f = readdir(fds))) {
-                        _cleanup_free_ char *info = NULL, *comm = NULL, *link = NULL, *s = NULL;
+                        _cleanup_free_ char *info = NULL;
                         unsigned long long flags = 0, mnt = 0;
                         char path[600], target[PATH_MAX];
+                        bool ours = false;
                         const char *l;
                         ssize_t n;
 
@@ -210,30 +290,58 @@ static char *find_writer(uint64_t mnt_id) {
                         if (!l || sscanf(l, "flags: %llo", &flags) != 1 || (flags & O_ACCMODE) == O_RDONLY)
                                 continue;
                         l = strstr(info, "mnt_id:");
-                        if (!l || sscanf(l, "mnt_id: %llu", &mnt) != 1 || mnt != mnt_id)
+                        if (!l || sscanf(l, "mnt_id: %llu", &mnt) != 1)
+                                continue;
+                        for (size_t i = 0; i < n_ids && !ours; i++)
+                                ours = ids[i] == mnt;
+                        if (!ours)
                                 continue;
                         snprintf(path, sizeof(path), "/proc/%s/fd/%s", p->d_name, f->d_name);
                         n = readlink(path, target, sizeof(target) - 1);
                         target[n > 0 ? n : 0] = 0;
-                        snprintf(path, sizeof(path), "/proc/%s/comm", p->d_name);
-                        if (read_file_at(AT_FDCWD, path, 0, 256, &comm, NULL, NULL) >= 0)
-                                comm[strcspn(comm, "\n")] = 0;
-                        if (asprintf(&s, "process %s (%s) holds %s open for writing", p->d_name,
-                                     string_safe(strna(comm), &link), target) < 0)
-                                return NULL;
-                        return TAKE_PTR(s);
+                        return describe_process(p->d_name, "holds", target, " open for writing");
+                }
+                snprintf(dir, sizeof(dir), "/proc/%s/maps", p->d_name);
+                if (read_file_at(AT_FDCWD, dir, 0, 64U << 20, &maps, NULL, NULL) < 0)
+                        continue;
+                for (const char *l = maps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+                        char perms[8], file[PATH_MAX];
+                        unsigned maj, min;
+                        const char *e;
+                        size_t len;
+                        int at = 0;
+
+                        if (sscanf(l, "%*s %7s %*s %x:%x %*u %n", perms, &maj, &min, &at) != 3 || at == 0 ||
+                            perms[1] != 'w' || perms[3] != 's' || makedev(maj, min) != (dev_t) dev)
+                                continue;
+                        e = strchrnul(l + at, '\n');
+                        len = MIN((size_t) (e - (l + at)), sizeof(file) - 1);
+                        memcpy(file, l + at, len);
+                        file[len] = 0;
+                        return describe_process(p->d_name, "has", file, " mapped shared and writable (closing the file does not end that; unmapping it or ending the process does)");
                 }
         }
         return NULL;
 }
 
-/* Step 2 for one target: the old top, checked by its identity, made read-only, waiting for
- * writers that hold files open to close them. */
-static int seal_old(SwapTarget *t, uint64_t wait_usec, char **ret_message) {
+void swap_unseal_all(SwapTarget *targets, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_close_ int fd = -EBADF;
+
+                if (!targets[i].sealed)
+                        continue;
+                fd = open_live(targets[i].root_fd, targets[i].rel);
+                if (fd >= 0 && tree_check_fd(targets[i].old, fd, NULL) > 0 && tree_seal_fd(fd, false) >= 0)
+                        targets[i].sealed = false;
+        }
+}
+
+/* Step 2 for one target, one attempt: the old top, checked by its identity, made
+ * read-only.  0: sealed; 1: a file on it is open for writing (the kernel refuses the seal,
+ * and no writer notices the attempt); < 0: error, *ret_message says what. */
+static int seal_once(SwapTarget *t, char **ret_message) {
         _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *why = NULL, *writer = NULL;
-        uint64_t deadline = now_monotonic_usec() + wait_usec;
-        MountIdentity m;
+        _cleanup_free_ char *why = NULL;
         int r;
 
         fd = open_live(t->root_fd, t->rel);
@@ -244,33 +352,98 @@ static int seal_old(SwapTarget *t, uint64_t wait_usec, char **ret_message) {
                 return swap_explain(r, t->path, "inspect", ret_message);
         if (r == 0)
                 return set_message(ret_message, EBUSY, "The top of %s changed during the swap (%s).", t->path, strna(why));
-        for (;;) {
-                r = tree_seal_fd(fd, true);
-                if (r != -EBUSY || now_monotonic_usec() >= deadline)
-                        break;
-                (void) usleep(1000);
-        }
-        if (r == -EBUSY) {
-                writer = mount_identity_of_fd(fd, &m) >= 0 ? find_writer(m.id) : NULL;
-                return set_message(ret_message, EBUSY,
-                                   "The writable tree on %s stays: a file on it is open for writing (%s), and the new tree can only take over its upper directory once nothing can write through the old one. Close it and run the command again.",
-                                   t->path, writer ?: "by a process in another mount namespace");
-        }
+        r = tree_seal_fd(fd, true);
+        if (r == -EBUSY)
+                return 1;
         if (r < 0)
                 return swap_explain(r, t->path, "make the old tree read-only on", ret_message);
         t->sealed = true;
         return 0;
 }
 
-static void unseal_all(SwapTarget *targets, size_t n) {
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_close_ int fd = -EBADF;
+static char *writer_of(const SwapTarget *t) {
+        _cleanup_close_ int fd = open_live(t->root_fd, t->rel);
+        struct stat st;
 
-                if (!targets[i].sealed)
-                        continue;
-                fd = open_live(targets[i].root_fd, targets[i].rel);
-                if (fd >= 0 && tree_check_fd(targets[i].old, fd, NULL) > 0 && tree_seal_fd(fd, false) >= 0)
-                        targets[i].sealed = false;
+        return fd >= 0 && fstat(fd, &st) >= 0 ? find_writer(st.st_dev) : NULL;
+}
+
+/* Step 2: every writable old top sealed, or none.  A seal is granted only while no file on
+ * the tree is open for writing; waiting for one tree must not leave another read-only, so
+ * the seals are taken in rounds: a round seals the trees one after another and, when one
+ * refuses, unseals those it sealed at once and starts again after a millisecond, with the
+ * one that refused first — while it stays busy, later rounds fail at their first step and
+ * seal nothing.  Trees that a process of this namespace holds open for writing go first
+ * from the start.  So a refusal (after wait_usec) leaves no trace, and a tree that is
+ * sealed stays so only for the instant until the last seal of the round and the detach. */
+int swap_seal_all(SwapTarget *targets, size_t n, uint64_t wait_usec, char **ret_message) {
+        _cleanup_free_ size_t *order = NULL;
+        uint64_t deadline = now_monotonic_usec() + wait_usec;
+        size_t n_order = 0, busy = SIZE_MAX;
+        int r;
+
+        order = calloc(n ?: 1, sizeof(size_t));
+        if (!order)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (targets[i].old && targets[i].old->writable)
+                        order[n_order++] = i;
+        if (n_order > 1)
+                for (size_t k = 0, front = 0; k < n_order; k++) {
+                        _cleanup_free_ char *w = writer_of(&targets[order[k]]);
+
+                        if (w) {
+                                size_t x = order[k];
+                                memmove(order + front + 1, order + front, (k - front) * sizeof(size_t));
+                                order[front++] = x;
+                        }
+                }
+
+        /* A seal writes back what the tree holds (overlayfs syncs the upper file system before
+         * it turns read-only); done here first, the seal itself has little left to write while
+         * the trees sealed before it wait read-only. */
+        for (size_t k = 0; k < n_order; k++) {
+                _cleanup_close_ int fd = openat_resolve(targets[order[k]].root_fd, targets[order[k]].rel,
+                                                        O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                                                        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+
+                if (fd >= 0)
+                        (void) syncfs(fd);
+        }
+
+        for (;;) {
+                busy = SIZE_MAX;
+                for (size_t k = 0; k < n_order; k++) {
+                        r = seal_once(&targets[order[k]], ret_message);
+                        if (r > 0) {
+                                busy = k;
+                                break;
+                        }
+                        if (r < 0) {
+                                swap_unseal_all(targets, n);
+                                return r;
+                        }
+                }
+                if (busy == SIZE_MAX)
+                        return 0;
+                swap_unseal_all(targets, n);
+                if (busy > 0) {
+                        size_t x = order[busy];
+                        memmove(order + 1, order, busy * sizeof(size_t));
+                        order[0] = x;
+                }
+                if (now_monotonic_usec() >= deadline)
+                        break;
+                (void) usleep(1000);
+        }
+
+        {
+                SwapTarget *t = &targets[order[0]];
+                _cleanup_free_ char *writer = writer_of(t);
+
+                return set_message(ret_message, EBUSY,
+                                   "The writable tree on %s stays: %s, and the new tree can only take over its upper directory once nothing can write through the old one. Close it and run the command again.",
+                                   t->path, writer ?: "something holds a file on it open for writing, but no process does (a kernel user, such as a loop device or a swap file backed by one of its files)");
         }
 }
 
@@ -454,11 +627,9 @@ static int swap_degraded(SwapTarget *targets, size_t n, uint64_t seal_wait_usec,
                 SwapTarget *t = &targets[i];
 
                 if (t->old && t->old->writable) {
-                        r = seal_old(t, seal_wait_usec, ret_message);
-                        if (r < 0) {
-                                unseal_all(targets, n);
+                        r = swap_seal_all(t, 1, seal_wait_usec, ret_message);
+                        if (r < 0)
                                 return r;
-                        }
                 }
                 if (t->old) {
                         r = tree_detach(t->root_fd, t->rel, t->path, t->old, ret_message);
@@ -552,15 +723,17 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
                 }
 #endif
 
-        /* 2. Seal every writable old top. */
+        /* 2. Seal every writable old top, or none. */
+        r = swap_seal_all(targets, n, o->seal_wait_usec, ret_message);
+        if (r < 0)
+                goto fail;
+#ifdef SYSEXTD_TEST_HOOKS
         for (size_t i = 0; i < n; i++)
-                if (targets[i].old && targets[i].old->writable) {
-                        r = seal_old(&targets[i], o->seal_wait_usec, ret_message);
-                        if (r < 0) {
-                                unseal_all(targets, n);
-                                goto fail;
-                        }
+                if (targets[i].sealed) {
+                        testhook_point("swap-sealed", 0);
+                        break;
                 }
+#endif
 
         /* 3. Detach every old top: the commit point. */
         r = 0;
@@ -574,7 +747,7 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
                 k = tree_detach(t->root_fd, t->rel, t->path, t->old, &msg);
                 if (k < 0 && k != -EBUSY && t->sealed) {
                         /* Still the live top: writable again. */
-                        unseal_all(t, 1);
+                        swap_unseal_all(t, 1);
                 }
                 if (k < 0) {
                         /* Placed, and covered now: it is finished once the mount on top goes. */

@@ -61,6 +61,13 @@ typedef struct SwapOptions {
  * writing. */
 int tree_seal_fd(int fd, bool ro);
 
+/* Step 2 of the swap on its own (also for recovery): every target's old tree that is
+ * writable made read-only, or none: a refusal (a file open for writing after wait_usec)
+ * leaves each writable as it was, with *ret_message naming the process. */
+int swap_seal_all(SwapTarget *targets, size_t n, uint64_t wait_usec, char **ret_message);
+/* Makes every target sealed by swap_seal_all() writable again (its old tree still on top). */
+void swap_unseal_all(SwapTarget *targets, size_t n);
+
 /* Swaps every target.  Returns 0 when every target reached its end state (REPLACED,
  * ATTACHED, DETACHED, or UNTOUCHED for those with nothing to do); < 0 with *ret_message
  * otherwise, each target's state saying what happened to it. */

@@ -12,7 +12,7 @@
 #  (d) the journal lost (a corrupt record of the live writable trees): no work directory of a
 #      mounted overlay is removed, and no second writable overlay is stacked on the same
 #      upper directory.
-# Needs test hooks.
+# Needs test hooks.  PARTS="b c" runs only those parts.
 set -euo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -40,13 +40,15 @@ done
 replace_image "$WORK/app-v1.raw" "$E/app.raw"
 cur=v1
 next_version() { [[ $cur == v1 ]] && echo v2 || echo v1; }
+part() { [[ " ${PARTS:-a b c d} " == *" $1 "* ]]; }
 
+
+# ---------------------------------------------------------------- (a)
+if part a; then
 check "merge --mutable=yes"
 run_sysextd --mutable=yes merge
 assert_ok "merge --mutable=yes"
 echo host >"$WORK/conf"
-
-# ---------------------------------------------------------------- (a)
 # Each case: a tmpfs on /opt/CASE/data, never looked at before, so every directory above it
 # is in the image's layer only; a write through the old tree creates a file in each of
 # them (copying it up) after the new tree was built.
@@ -102,4 +104,174 @@ assert_ok unmerge
 for ((k = 1; k <= i; k++)); do
 	[[ $(find "$M/opt" -name "new-$k" | wc -l) -ge 1 ]] || fail "new-$k missing from the upper directory"
 done
+fi
+
+# ---------------------------------------------------------------- (b)
+if part b; then
+cat >"$WORK/writer.py" <<'PY'
+import os, sys, time
+path, stop, out = sys.argv[1], sys.argv[2], sys.argv[3]
+ok = failed = 0
+while not os.path.exists(stop):
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, b"x\n")
+        finally:
+            os.close(fd)
+        ok += 1
+    except OSError:
+        failed += 1
+    time.sleep(0.001)
+open(out, "w").write("%d %d\n" % (ok, failed))
+PY
+cat >"$WORK/holder.py" <<'PY'
+import ctypes, os, sys, time
+how, path, ready = sys.argv[1], sys.argv[2], sys.argv[3]
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+if how == "mapping":
+    # libc's mmap, not Python's (which keeps a duplicate of the fd): only the mapping holds it
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    os.ftruncate(fd, 4096)
+    addr = libc.mmap(None, 4096, 3, 1, fd, 0)  # PROT_READ|PROT_WRITE, MAP_SHARED
+    assert addr not in (None, ctypes.c_void_p(-1).value), "mmap failed"
+    os.close(fd)
+open(ready, "w").close()
+time.sleep(120)
+PY
+
+run_sysextd --mutable=yes merge
+assert_ok "merge --mutable=yes for (b)"
+for how in fd other-namespace mapping; do
+	check "(b) a refresh refused because of a holder on /opt ($how) leaves /usr writable all along"
+	rm -f "$WORK/ready" "$WORK/stop" "$WORK/writer.out"
+	case $how in
+	fd) python3 "$WORK/holder.py" fd "$R/opt/held-$how" "$WORK/ready" & ;;
+	other-namespace) unshare -m python3 "$WORK/holder.py" fd "$R/opt/held-$how" "$WORK/ready" & ;;
+	mapping) python3 "$WORK/holder.py" mapping "$R/opt/held-$how" "$WORK/ready" & ;;
+	esac
+	holder=$!
+	on_exit "kill $holder 2>/dev/null || true"
+	for ((k = 0; k < 200; k++)); do [[ -e $WORK/ready ]] && break; sleep 0.05; done
+	[[ -e $WORK/ready ]] || fail "the holder did not start"
+	python3 "$WORK/writer.py" "$R/usr/log" "$WORK/stop" "$WORK/writer.out" &
+	writer=$!
+	on_exit "touch '$WORK/stop'; kill $writer 2>/dev/null || true"
+	sleep 0.3
+	ids_before="$(top_mount_id "$R/usr") $(top_mount_id "$R/opt")"
+	run_sysextd --mutable=yes --always-refresh=yes refresh
+	assert_failed "refresh with a holder on /opt ($how)"
+	assert_contains "$ERR" "The writable tree on $R/opt stays" "the refusal ($how)"
+	assert_contains "$ERR" "process $holder " "the refusal names the holder ($how)"
+	if [[ $how == mapping ]]; then
+		assert_contains "$ERR" "has $R/opt/held-$how mapped shared and writable" "the refusal ($how)"
+	else
+		assert_contains "$ERR" "holds $R/opt/held-$how open for writing" "the refusal ($how)"
+	fi
+	sleep 0.3
+	touch "$WORK/stop"
+	wait "$writer"
+	read -r ok failed <"$WORK/writer.out"
+	log "writer on /usr during the refused refresh ($how): $ok writes, $failed failed"
+	(( ok > 100 )) || fail "the writer wrote only $ok times"
+	assert_eq "$failed" 0 "writes on /usr that failed during the refused refresh ($how)"
+	assert_eq "$(top_mount_id "$R/usr") $(top_mount_id "$R/opt")" "$ids_before" "the live trees after the refusal ($how)"
+	echo more >>"$R/opt/after-$how" || fail "/opt is not writable after the refusal ($how)"
+	kill "$holder"; wait "$holder" 2>/dev/null || true
+	run_sysextd --mutable=yes --always-refresh=yes refresh
+	assert_ok "the refresh once the holder is gone ($how)"
+done
+run_sysextd unmerge
+assert_ok "unmerge after (b)"
+fi
+
+# ---------------------------------------------------------------- (c)
+if part c; then
+cat >"$WORK/cwd-holder.py" <<'PY'
+import os, sys, time
+opt, work = sys.argv[1], sys.argv[2]
+os.chdir(opt)
+held = os.open("held-c", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+os.write(held, b"before\n")
+open(os.path.join(work, "ready-c"), "w").close()
+while not os.path.exists(os.path.join(work, "go-c")):
+    time.sleep(0.02)
+res = "ok"
+try:
+    os.write(held, b"after\n")
+    with open("created-after-c", "w") as f:   # through the tree its cwd is in
+        f.write("created\n")
+except OSError as e:
+    res = "failed: %s" % e
+open(os.path.join(work, "done-c"), "w").write(res)
+time.sleep(120)
+PY
+
+run_sysextd --mutable=yes merge
+assert_ok "merge --mutable=yes for (c)"
+to=$(next_version)
+check "(c) killed after the new trees were placed, a file held open for writing on /opt: no unsealed tree is detached"
+rm -f "$WORK"/{ready,go,done}-c
+python3 "$WORK/cwd-holder.py" "$R/opt" "$WORK" &
+cholder=$!
+on_exit "kill $cholder 2>/dev/null || true"
+for ((k = 0; k < 200; k++)); do [[ -e $WORK/ready-c ]] && break; sleep 0.05; done
+replace_image "$WORK/app-$to.raw" "$E/app.raw"
+SYSEXTD_TEST_HOOK=swap-after-beneath run_sysextd --mutable=yes refresh
+assert_rc 137 "refresh killed after the new trees were placed"
+journal_has_pending || fail "no pending record after the kill"
+echo usr-write >"$R/usr/usr-c" || fail "/usr is not writable after the kill"
+run_sysextd status
+assert_ok "status after the kill, the file still held"
+assert_contains "$ERR" "cannot be finished yet" "status's warning"
+assert_contains "$ERR" "process $cholder " "status's warning names the holder"
+assert_file_content "$R/opt/app/version" "$cur"
+echo usr-write-2 >"$R/usr/usr-c2" || fail "/usr is not writable after the recovery waited"
+echo opt-write >"$R/opt/opt-c" || fail "/opt is not writable after the recovery waited"
+touch "$WORK/go-c"
+for ((k = 0; k < 200; k++)); do [[ -e $WORK/done-c ]] && break; sleep 0.05; done
+assert_file_content "$WORK/done-c" ok
+assert_file_content "$R/opt/held-c" "before
+after"
+assert_file_content "$R/opt/created-after-c" created
+run_sysextd --mutable=yes refresh
+assert_failed "a refresh while the interrupted transition waits"
+assert_contains "$ERR" "cannot be finished yet" "the refusal"
+assert_contains "$ERR" "Nothing was changed" "the refusal"
+
+check "(c) once the file is closed, the next command finishes the transition: every write is in the new tree"
+kill "$cholder"; wait "$cholder" 2>/dev/null || true
+run_sysextd status
+assert_ok "status after the holder is gone"
+journal_has_pending && fail "the pending record is still there"
+cur=$to
+assert_file_content "$R/opt/app/version" "$cur"
+assert_file_content "$R/usr/share/app/version" "$cur"
+assert_file_content "$R/opt/held-c" "before
+after"
+assert_file_content "$R/opt/created-after-c" created
+assert_file_content "$R/opt/opt-c" opt-write
+assert_file_content "$R/usr/usr-c2" usr-write-2
+echo again >"$R/opt/opt-c3" || fail "/opt is not writable after the transition was finished"
+echo again >"$R/usr/usr-c3" || fail "/usr is not writable after the transition was finished"
+assert_eq "$(ours_at "$R/opt") $(ours_at "$R/usr")" "1 1" "sysextd overlays on /opt and /usr"
+
+check "(c) killed after the seal of the old trees: the next command finishes it, both writable"
+to=$(next_version)
+replace_image "$WORK/app-$to.raw" "$E/app.raw"
+SYSEXTD_TEST_HOOK=swap-sealed run_sysextd --mutable=yes refresh
+assert_rc 137 "refresh killed after the seal"
+run_sysextd status
+assert_ok "status after the kill"
+cur=$to
+assert_file_content "$R/opt/app/version" "$cur"
+echo again >"$R/opt/opt-c4" || fail "/opt is not writable after the transition was finished"
+echo again >"$R/usr/usr-c4" || fail "/usr is not writable after the transition was finished"
+assert_file_content "$R/opt/opt-c3" again
+run_sysextd unmerge
+assert_ok "unmerge after (c)"
+fi
+
 assert_loops_as_before "$loops_before"
