@@ -592,6 +592,23 @@ static int prepare_mutables(Engine *e, const EngineOptions *o, HierarchyState *s
         r = check_mutable_placement(e, states, n, mutables);
         if (r < 0)
                 return r;
+        /* A writable overlay from source "sysextd" that no record proves ours (its record was
+         * lost) may write to any upper directory and use any work directory of ours: no
+         * writable tree is built while it is there, and no work directory is removed. */
+        for (size_t k = 0; k < n; k++)
+                for (size_t s = 0; s < states[k].stack.n; s++) {
+                        bool writing = false;
+
+                        if (states[k].roles[s] != STACK_UNRECORDED || !states[k].stack.entries[s].sb_writable)
+                                continue;
+                        for (size_t i = 0; i < n; i++)
+                                writing = writing || mutables[i].d.upper != MUTABLE_UPPER_NONE || mutables[i].d.import_dir;
+                        if (writing)
+                                return engine_fail(e, ENGINE_ERROR_FOREIGN_MOUNT, EBUSY,
+                                                   "%s has a writable overlay from source 'sysextd' that sysextd has no record of (its record was lost): it may write to the same upper directory, so no writable tree is built while it is mounted. Unmount it (umount -l %s, after the processes that use it are done) and run the command again. Nothing was changed.",
+                                                   states[k].path, states[k].path);
+                        return 0;
+                }
         /* Work directories no tree of ours uses any more (a crash, an interrupted swap). */
         for (size_t i = 0; i < n; i++)
                 if (!views[i].skip)

@@ -80,7 +80,7 @@ void mount_entry_done(MountEntry *e) {
 }
 
 static int entry_from_fs(struct libmnt_fs *fs, MountEntry *ret) {
-        const char *opt = mnt_fs_get_optional_fields(fs);
+        const char *opt = mnt_fs_get_optional_fields(fs), *so = mnt_fs_get_fs_options(fs);
         MountEntry e = {
                 .id = (uint64_t) mnt_fs_get_id(fs),
                 .parent_id = (uint64_t) mnt_fs_get_parent_id(fs),
@@ -89,6 +89,7 @@ static int entry_from_fs(struct libmnt_fs *fs, MountEntry *ret) {
                 .source = strdup(mnt_fs_get_source(fs) ?: ""),
                 .shared = opt && strstr(opt, "shared:"),
                 .slave = opt && strstr(opt, "master:"),
+                .sb_writable = so && strncmp(so, "rw", 2) == 0 && (so[2] == 0 || so[2] == ','),
         };
 
         if (!e.fstype || !e.source) {

@@ -28,6 +28,7 @@ typedef struct MountEntry {
         char *source;
         bool shared; /* propagates to peers (shared:N) */
         bool slave;  /* receives from a master (master:N) */
+        bool sb_writable; /* the file system (not only this mount) is read-write */
 } MountEntry;
 
 void mount_entry_done(MountEntry *e);

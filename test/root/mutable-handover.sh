@@ -9,9 +9,9 @@
 #      file held open for writing: the next command does not detach a tree that can still
 #      be written (the holder's writes stay visible on the live /opt), and the tree is
 #      writable;
-#  (d) the journal lost (a corrupt record of the live writable trees): no work directory of a
-#      mounted overlay is removed, and no second writable overlay is stacked on the same
-#      upper directory.
+#  (d) the records of the live writable trees lost (corrupt): no work directory of a mounted
+#      overlay is removed, and no writable tree is stacked over one that may share its upper
+#      directory (refused, naming it); unmounted by hand, the next refresh goes on.
 # Needs test hooks.  PARTS="b c" runs only those parts.
 set -euo pipefail
 # shellcheck source=test/lib.sh
@@ -272,6 +272,46 @@ echo again >"$R/usr/usr-c4" || fail "/usr is not writable after the transition w
 assert_file_content "$R/opt/opt-c3" again
 run_sysextd unmerge
 assert_ok "unmerge after (c)"
+fi
+
+# ---------------------------------------------------------------- (d)
+if part d; then
+work_dirs() { find "$M" -maxdepth 1 -name '.sysextd-*-work.*' -printf '%f\n' | sort | tr '\n' ' '; }
+for how in refresh refresh-import merge; do
+	check "(d) the records of the live writable trees lost: $how neither removes their work directories nor stacks a writable tree on them"
+	run_sysextd --mutable=yes merge
+	assert_ok "merge --mutable=yes for (d)"
+	echo kept >"$R/opt/kept-d"
+	dirs_before=$(work_dirs)
+	for f in "$R"/run/sysextd/trees/*.json; do echo garbage >"$f"; done
+	to=$(next_version)
+	replace_image "$WORK/app-$to.raw" "$E/app.raw"
+	case $how in
+	refresh) run_sysextd --mutable=yes refresh ;;
+	refresh-import) run_sysextd --mutable=import refresh ;;
+	merge) run_sysextd --mutable=yes merge ;;
+	esac
+	assert_failed "$how over writable trees without a record"
+	[[ $how == merge ]] || assert_contains "$ERR" "no record of (its record was lost)" "the refusal"
+	assert_eq "$(work_dirs)" "$dirs_before" "work directories after the refused $how"
+	assert_eq "$(ours_at "$R/opt") $(ours_at "$R/usr")" "1 1" "sysextd overlays on /opt and /usr"
+	echo copied-up >>"$R/opt/app/version" || fail "a copy-up on /opt fails after the refused $how"
+	assert_file_content "$R/opt/kept-d" kept
+	check "(d) unmounted by hand ($how): the next refresh builds writable trees, the old work directories go"
+	umount -l "$R/opt"
+	umount -l "$R/usr"
+	run_sysextd --mutable=yes refresh
+	assert_ok "refresh after the trees without a record were unmounted"
+	cur=$to
+	assert_file_content "$R/opt/kept-d" kept
+	for d in $dirs_before; do
+		[[ -e $M/$d ]] && fail "the work directory $d of the unmounted tree is still there"
+	done
+	echo more >"$R/opt/more-d" || fail "/opt is not writable"
+	run_sysextd unmerge
+	assert_ok "unmerge after (d)"
+	rm -f "$M/opt/app/version"
+done
 fi
 
 assert_loops_as_before "$loops_before"
