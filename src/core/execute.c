@@ -464,6 +464,7 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
         uint64_t generation = j->generation + 1;
         _cleanup_free_ char *msg = NULL;
         bool changed = false;
+        uint64_t sealed_usec = 0;
         int r, swap_r;
 
         r = prepare_work(plan, views, states, work, &n_work);
@@ -495,8 +496,12 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
                                   .mount_beneath = kernel_has_mount_beneath(),
                                   .allow_degraded = e->config.allow_degraded,
                                   .seal_wait_usec = SWAP_SEAL_WAIT_USEC,
+                                  .ret_sealed_usec = &sealed_usec,
                           },
                           &msg);
+        if (swap_r >= 0 && sealed_usec > 0)
+                log_info("Handed the writable trees over: writes to them failed (read-only) for %" PRIu64 ".%03" PRIu64 " ms.",
+                         sealed_usec / 1000, sealed_usec % 1000);
 #ifdef SYSEXTD_TEST_HOOKS
         if (swap_r >= 0)
                 testhook_point("after-swap", 0);

@@ -24,8 +24,11 @@
  *                         |                    | forward, B discarded, the journal marked
  *                         |                    | incomplete (the next refresh completes B)
  *   1, A and B placed     | old A, old B       | error: both taken back; crash: both finished
- *   2, A sealed           | old A, read-only   | error: A writable again, both taken back;
- *                         | for that moment    | crash: both finished forward (all placed)
+ *   2, A sealed           | old A, read-only   | error (B cannot be sealed): A writable again
+ *                         | for that moment    | at once, both taken back; crash: A and B
+ *                         |                    | sealed, then finished forward; when B cannot
+ *                         |                    | be sealed: A writable again, both kept as they
+ *                         |                    | are, the record kept until it can
  *   3, A detached         | new A, old B       | finishes B (detaches its old top)
  *   3, both detached      | new A, new B       | commits the pending record
  *   1-3, a foreign        | the foreign mount  | keeps the record while it covers the tree;
@@ -52,22 +55,42 @@
  * seen by the other's cache.  So the two never write at the same time:
  *   - N is mounted with index=off (with the index the kernel refuses the second mount) and a
  *     work directory of its own (mutable.h), while O is still the top everywhere;
- *   - until the seal, N is reachable by nobody: it is beneath O, and nothing but the
- *     re-created child mounts was looked up in it (their mount points, which O cannot remove
- *     while they are mount points);
+ *   - until the seal, N is reachable by nobody: it is beneath O.  The only names looked up in
+ *     N are the paths to the re-created child mounts (staging.c, step 6), and every directory
+ *     on those paths is copied up through O first (step 1), so N caches each of them as a
+ *     merged directory, whose entries it reads from the upper directory when asked; the
+ *     mount points themselves O cannot change while they are mount points.  So whatever O
+ *     writes until the seal, at any depth, N sees at once;
  *   - seal: O's superblock is made read-only (fspick + FSCONFIG_CMD_RECONFIGURE "ro"), which
- *     reaches every mount of O in every namespace.  The kernel grants it only while no file
- *     on O is open for writing; a write in flight finishes first (it holds the mount's write
- *     count), and a file opened for writing makes the seal wait, up to 2 s, then the
- *     transition is refused with the process named.  From the seal on, O cannot change
- *     anything: a write through it fails with EROFS, it never succeeds and is lost;
+ *     reaches every mount of O in every namespace, lazily detached ones and fds included.
+ *     The kernel grants it only while no file on O is open for writing (or mapped shared and
+ *     writable); a write in flight finishes first (it holds the mount's write count).  All
+ *     writable old trees of a transition are sealed, or none (swap_seal_all()): in rounds,
+ *     each undone at once when one tree refuses, the one that refused tried first in the
+ *     next round, for up to 2 s; then the transition is refused with the process named (in
+ *     any mount namespace).  A refused or failed transition thus leaves every tree writable;
  *   - detach O: N is the top, and the only tree that writes.
  * Every write that returned success went to the upper directory, which N shows: the data of a
- * file lives in the upper file itself, shared by both.  A write attempted through O in the
- * instant between the seal and the detach fails (EROFS) and can be retried; it reaches N.
+ * file lives in the upper file itself, shared by both.  A write attempted through O between
+ * its seal and its detach fails with EROFS (it is not lost: it never succeeded, and a retry
+ * reaches N).  That window is the one pause writers see; it is measured and logged with each
+ * handover ("writes to them failed (read-only) for N ms"): about a millisecond here, longer
+ * when the upper file system is slow to sync (overlayfs writes the upper file system back
+ * before it turns read-only; sysextd syncs it just before, so little is left).  Writers are
+ * failed, not blocked: blocking would need a freeze, which overlayfs does not implement, and
+ * freezing the upper file system would stop every writer on it, with the host's file system
+ * frozen for good if sysextd died meanwhile.
+ * Other views of O (a bind of a directory of it made elsewhere, a namespace that does not
+ * receive propagation, a process whose working directory is in it) stay read-only after the
+ * handover: they are O, and O can never be writable again while N is.
  * Unmerge seals the same way before the detach, so nothing written after it is left in a tree
  * that is gone from the hierarchy.  An ephemeral tree's upper directory is its own tmpfs:
  * what was written to it goes with it, as with systemd-sysext.
+ * A crash between the seals and the detach: recovery (recover.c) seals again before it
+ * detaches (a crash before the seal left O writable); if it cannot, both trees stay as they
+ * are, O writable on top, and transitions are refused until the file is closed.  A writable
+ * overlay from source "sysextd" without a record stops writable trees from being built (it
+ * may share their upper directory) and work directories from being removed.
  *
  * Degraded mode (no MOVE_MOUNT_BENEATH, only when the configuration allows it): per
  * hierarchy, detach old, then attach new: readers see the base in between, as with
@@ -331,8 +354,10 @@ void swap_unseal_all(SwapTarget *targets, size_t n) {
                 if (!targets[i].sealed)
                         continue;
                 fd = open_live(targets[i].root_fd, targets[i].rel);
-                if (fd >= 0 && tree_check_fd(targets[i].old, fd, NULL) > 0 && tree_seal_fd(fd, false) >= 0)
+                if (fd >= 0 && tree_check_fd(targets[i].old, fd, NULL) > 0 && tree_seal_fd(fd, false) >= 0) {
                         targets[i].sealed = false;
+                        targets[i].sealed_at = 0;
+                }
         }
 }
 
@@ -352,7 +377,10 @@ static int seal_once(SwapTarget *t, char **ret_message) {
                 return swap_explain(r, t->path, "inspect", ret_message);
         if (r == 0)
                 return set_message(ret_message, EBUSY, "The top of %s changed during the swap (%s).", t->path, strna(why));
+        t->sealed_at = now_monotonic_usec();
         r = tree_seal_fd(fd, true);
+        if (r < 0)
+                t->sealed_at = 0;
         if (r == -EBUSY)
                 return 1;
         if (r < 0)
@@ -767,6 +795,14 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
                         continue;
                 }
                 t->state = t->tree_fd >= 0 ? SWAP_REPLACED : SWAP_DETACHED;
+        }
+        if (o->ret_sealed_usec) {
+                uint64_t first = 0;
+
+                for (size_t i = 0; i < n; i++)
+                        if (targets[i].sealed_at > 0 && (first == 0 || targets[i].sealed_at < first))
+                                first = targets[i].sealed_at;
+                *o->ret_sealed_usec = first > 0 ? now_monotonic_usec() - first : 0;
         }
         return r;
 

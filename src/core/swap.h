@@ -46,12 +46,15 @@ typedef struct SwapTarget {
 
         SwapState state;
         bool sealed;      /* the old tree (writable) was made read-only for the handover */
+        uint64_t sealed_at; /* CLOCK_MONOTONIC µs when its seal began (0: never sealed) */
 } SwapTarget;
 
 typedef struct SwapOptions {
         bool mount_beneath;  /* the kernel has MOVE_MOUNT_BENEATH */
         bool allow_degraded; /* without it: unmount, then mount */
         uint64_t seal_wait_usec; /* how long a seal waits for files open for writing to close */
+        uint64_t *ret_sealed_usec; /* if set: how long the first sealed tree was read-only
+                                    * before the last old top was detached (0: none sealed) */
 } SwapOptions;
 
 #define SWAP_SEAL_WAIT_USEC (2ULL * 1000000ULL)
