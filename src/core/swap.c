@@ -111,6 +111,7 @@
 #include "fileio.h"
 #include "inspect.h"
 #include "kernel.h"
+#include "log.h"
 #include "missing.h"
 #include "swap.h"
 #include "util.h"
@@ -270,6 +271,110 @@ static char *describe_process(const char *pid, const char *verb, const char *tar
                      string_safe(target, &safe_target), rest) < 0)
                 return NULL;
         return TAKE_PTR(s);
+}
+
+/* Views of the file system 'dev' (an old writable tree) that its detach does not take
+ * away, for the warning before a handover: they keep the old tree, read-only from the seal
+ * on.  A mount of a directory inside it (a bind made elsewhere, root not "/"), a copy in a
+ * namespace that receives no propagation (neither shared nor a slave), and a process whose
+ * working or root directory is in it; in this namespace also a mount of all of it anywhere but
+ * at path_here.  At most 'max' of them, "and N more" after. */
+static char *other_views(dev_t dev, const char *path_here, size_t max) {
+        _cleanup_closedir_ DIR *proc = opendir("/proc");
+        _cleanup_free_ uint64_t *seen = NULL;
+        _cleanup_free_ char *out = NULL;
+        size_t n_seen = 0, n = 0, more = 0;
+        struct stat own;
+        struct dirent *p;
+
+        if (!proc || stat("/proc/self/ns/mnt", &own) < 0)
+                return NULL;
+#define ADD_VIEW(...)                                                                   \
+        do {                                                                            \
+                _cleanup_free_ char *_v = NULL;                                         \
+                char *_s;                                                               \
+                if (n >= max) {                                                         \
+                        more++;                                                         \
+                        break;                                                          \
+                }                                                                       \
+                if (asprintf(&_v, __VA_ARGS__) < 0)                                     \
+                        return NULL;                                                    \
+                _s = strjoin3(out ?: "", out ? "; " : "", _v);                          \
+                if (!_s)                                                                \
+                        return NULL;                                                    \
+                free(out);                                                              \
+                out = _s;                                                               \
+                n++;                                                                    \
+        } while (0)
+        while ((p = readdir(proc))) {
+                _cleanup_free_ char *table = NULL;
+                char path[300];
+                struct stat st;
+                bool known = false;
+
+                if (p->d_name[0] < '1' || p->d_name[0] > '9')
+                        continue;
+                for (const char *which = "cwd"; which; which = streq(which, "cwd") ? "root" : NULL) {
+                        _cleanup_free_ char *comm = NULL, *safe = NULL;
+                        char target[PATH_MAX];
+                        ssize_t l;
+
+                        snprintf(path, sizeof(path), "/proc/%s/%s", p->d_name, which);
+                        if (stat(path, &st) < 0 || st.st_dev != dev)
+                                continue;
+                        l = readlink(path, target, sizeof(target) - 1);
+                        target[l > 0 ? l : 0] = 0;
+                        snprintf(path, sizeof(path), "/proc/%s/comm", p->d_name);
+                        if (read_file_at(AT_FDCWD, path, 0, 256, &comm, NULL, NULL) >= 0)
+                                comm[strcspn(comm, "\n")] = 0;
+                        ADD_VIEW("process %s (%s) has its %s directory in it (%s)", p->d_name,
+                                 string_safe(strna(comm), &safe), streq(which, "cwd") ? "working" : "root", target);
+                }
+                snprintf(path, sizeof(path), "/proc/%s/ns/mnt", p->d_name);
+                if (stat(path, &st) < 0)
+                        continue;
+                for (size_t i = 0; i < n_seen && !known; i++)
+                        known = seen[i] == (uint64_t) st.st_ino;
+                if (known)
+                        continue;
+                if (push_u64(&seen, &n_seen, st.st_ino) < 0)
+                        return NULL;
+                snprintf(path, sizeof(path), "/proc/%s/mountinfo", p->d_name);
+                if (read_file_at(AT_FDCWD, path, 0, 64U << 20, &table, NULL, NULL) < 0)
+                        continue;
+                for (char *l = table, *next; l && *l; l = next) {
+                        char root[PATH_MAX], where[PATH_MAX];
+                        unsigned maj, min;
+                        bool propagates;
+
+                        next = strchr(l, '\n');
+                        if (next)
+                                *next++ = 0;
+                        if (sscanf(l, "%*u %*u %u:%u %4095s %4095s", &maj, &min, root, where) != 4 ||
+                            makedev(maj, min) != (dev_t) dev)
+                                continue;
+                        propagates = strstr(l, " shared:") || strstr(l, " master:");
+                        if (!streq(root, "/"))
+                                ADD_VIEW("its directory %s is mounted at %s%s%s", root, where,
+                                         st.st_ino == own.st_ino ? "" : " in the mount namespace of process ",
+                                         st.st_ino == own.st_ino ? "" : p->d_name);
+                        else if (st.st_ino == own.st_ino && !streq(where, path_here))
+                                ADD_VIEW("it is mounted at %s too", where);
+                        else if (!propagates && st.st_ino != own.st_ino)
+                                ADD_VIEW("the mount namespace of process %s has it at %s and receives no changes", p->d_name,
+                                         where);
+                }
+        }
+#undef ADD_VIEW
+        if (more > 0) {
+                char *s;
+
+                if (asprintf(&s, "%s; and %zu more", strempty(out), more) < 0)
+                        return NULL;
+                free(out);
+                out = s;
+        }
+        return TAKE_PTR(out);
 }
 
 /* Who keeps the file system 'dev' (an old writable tree) from being sealed, in any mount
@@ -750,6 +855,23 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
                         break;
                 }
 #endif
+
+        /* Views of a writable old tree that the handover leaves behind, read-only: said now. */
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *views = NULL;
+                _cleanup_close_ int fd = -EBADF;
+                struct stat st;
+
+                if (!targets[i].old || !targets[i].old->writable)
+                        continue;
+                fd = open_live(targets[i].root_fd, targets[i].rel);
+                if (fd < 0 || fstat(fd, &st) < 0)
+                        continue;
+                views = other_views(st.st_dev, targets[i].path, 5);
+                if (views)
+                        log_warning("The previous writable tree of %s stays in use elsewhere and is read-only there from now on (the new tree replaces it only where %s is reached through the hierarchy): %s.",
+                                    targets[i].path, targets[i].path, views);
+        }
 
         /* 2. Seal every writable old top, or none. */
         r = swap_seal_all(targets, n, o->seal_wait_usec, ret_message);

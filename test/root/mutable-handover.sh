@@ -11,7 +11,10 @@
 #      writable;
 #  (d) the records of the live writable trees lost (corrupt): no work directory of a mounted
 #      overlay is removed, and no writable tree is stacked over one that may share its upper
-#      directory (refused, naming it); unmounted by hand, the next refresh goes on.
+#      directory (refused, naming it); unmounted by hand, the next refresh goes on;
+#  (e) views of the old tree that the handover cannot carry over (a bind of a directory of it,
+#      a second mount of it, a process working in it, a namespace that receives no
+#      propagation) are named in a warning before the swap; the rest of the tree is swapped.
 # Needs test hooks.  PARTS="b c" runs only those parts.
 set -euo pipefail
 # shellcheck source=test/lib.sh
@@ -40,7 +43,7 @@ done
 replace_image "$WORK/app-v1.raw" "$E/app.raw"
 cur=v1
 next_version() { [[ $cur == v1 ]] && echo v2 || echo v1; }
-part() { [[ " ${PARTS:-a b c d} " == *" $1 "* ]]; }
+part() { [[ " ${PARTS:-a b c d e} " == *" $1 "* ]]; }
 
 
 # ---------------------------------------------------------------- (a)
@@ -312,6 +315,45 @@ for how in refresh refresh-import merge; do
 	assert_ok "unmerge after (d)"
 	rm -f "$M/opt/app/version"
 done
+fi
+
+# ---------------------------------------------------------------- (e)
+if part e; then
+check "(e) views of the old writable tree that the handover leaves behind are named before it, and only they turn read-only"
+run_sysextd --mutable=yes merge
+assert_ok "merge --mutable=yes for (e)"
+mkdir -p "$WORK/bind-e" "$WORK/whole-e"
+mount --bind "$R/opt/app" "$WORK/bind-e"
+mount --bind "$R/opt" "$WORK/whole-e"
+(cd "$R/opt/c1" && exec sleep 120) &
+cwd_pid=$!
+unshare -m --propagation private sleep 120 &
+ns_pid=$!
+on_exit "kill $cwd_pid $ns_pid 2>/dev/null || true"
+sleep 0.3
+to=$(next_version)
+replace_image "$WORK/app-$to.raw" "$E/app.raw"
+run_sysextd --mutable=yes refresh
+assert_ok "refresh with other views of /opt"
+cur=$to
+assert_contains "$ERR" "The previous writable tree of $R/opt stays in use elsewhere" "the warning"
+assert_contains "$ERR" "its directory /app is mounted at $WORK/bind-e" "the warning names the bind"
+assert_contains "$ERR" "it is mounted at $WORK/whole-e too" "the warning names the second mount"
+assert_contains "$ERR" "process $cwd_pid (sleep) has its working directory in it" "the warning names the process"
+assert_contains "$ERR" "the mount namespace of process $ns_pid has it at $R/opt and receives no changes" "the warning names the namespace"
+echo x >"$WORK/bind-e/x" 2>/dev/null && fail "the bind of the old tree is still writable"
+echo x >"$R/opt/app/x-e" || fail "the live /opt is not writable"
+check "(e) a handover with no other view warns of none"
+umount "$WORK/bind-e" "$WORK/whole-e"
+kill $cwd_pid $ns_pid; wait $cwd_pid $ns_pid 2>/dev/null || true
+to=$(next_version)
+replace_image "$WORK/app-$to.raw" "$E/app.raw"
+run_sysextd --mutable=yes refresh
+assert_ok "refresh with no other view"
+cur=$to
+assert_not_contains "$ERR" "stays in use elsewhere" "the refresh's output"
+run_sysextd unmerge
+assert_ok "unmerge after (e)"
 fi
 
 assert_loops_as_before "$loops_before"
