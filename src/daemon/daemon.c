@@ -228,6 +228,27 @@ static int take_cache(Manager *m, Job *j) {
         return 0;
 }
 
+/* Recovery (recover.c) in the daemon, between transitions: at the start, and when a worker
+ * died.  A transition that it finished for some hierarchies only is completed with a
+ * refresh (unless 'complete' is false: the worker that died was such a refresh). */
+static void manager_recover(Manager *m, bool complete) {
+        _cleanup_(engine_status_done) EngineStatus s = {};
+
+        if (engine_recover(m->engine) < 0)
+                log_warning("Recovery after the worker's end failed: %s", strna(m->engine->result.message));
+        else if (m->engine->result.recovered)
+                log_info("Resolved the transition the worker left unfinished.");
+        if (engine_status(m->engine, NULL, &s) < 0 || !s.incomplete || !m->bus)
+                return;
+        if (!complete) {
+                /* The refresh that was to complete it died too: no endless round of them. */
+                log_warning("The interrupted transition is still finished for some hierarchies only; the next refresh completes it.");
+                return;
+        }
+        log_info("The interrupted transition was finished for some hierarchies only; completing it with a refresh.");
+        (void) manager_queue_transition(m, NULL, ENGINE_REFRESH, &(EngineOptions) ENGINE_OPTIONS_INIT);
+}
+
 void manager_exit_if_done(Manager *m) {
         if ((m->exiting || m->releasing == 2) && !m->queue && !m->listing && m->n_authorizing == 0)
                 (void) sd_event_exit(m->event, 0);
@@ -258,6 +279,8 @@ static void job_finish(Job *j) {
         }
 
         if (j->type == JOB_TRANSITION) {
+                size_t n_requests = j->n_requests;
+
                 assert(m->queue == j);
                 /* A successful transition that probed images hands over the next cache
                  * (maybe empty, after unmerge); otherwise the tree did not change and neither
@@ -274,6 +297,12 @@ static void job_finish(Job *j) {
                 job_free(j);
                 /* The listing may no longer be what a new one would say. */
                 json_object_putp(&m->list_cache);
+                /* A worker that died without a report may have left a transition half done
+                 * (a tree sealed read-only, a new one waiting beneath): resolved now, as at a
+                 * start, not when someone calls next.  A queued transition does it first
+                 * thing anyway. */
+                if (!doc && !m->queue)
+                        manager_recover(m, /* complete= */ n_requests > 0);
                 manager_emit_changes(m);
                 (void) manager_start_next(m);
         } else {

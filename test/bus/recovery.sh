@@ -1,12 +1,16 @@
 #!/bin/bash
 # Through the daemon, finishing an interrupted transition is a commit (issue 10, section 5):
 #  (a) a worker killed after the new trees went beneath their old tops: the caller is told
-#      the worker died; the next call (a refresh with nothing left to do) finishes the
-#      transition, the generation advances by one and TreeChanged is emitted with it;
-#  (b) the daemon killed in the middle of a transition: the next instance finishes it at its
-#      start, before it serves anyone, and emits TreeChanged;
-#  (c) a transition interrupted between the hierarchies: the next instance records what is
-#      live and completes the rest with a refresh of its own.
+#      the worker died, and the daemon finishes the transition at once, without another
+#      call: the generation advances by one and TreeChanged is emitted with it;
+#  (b) a worker killed after the swap: the daemon commits it at once; the daemon itself
+#      killed in the middle of a transition: the next instance finishes it at its start,
+#      before it serves anyone, and emits TreeChanged;
+#  (c) a transition interrupted between the hierarchies: the daemon records what is live
+#      and completes the rest with a refresh of its own, at once;
+#  (d) writable trees (--mutable=yes), a worker killed after the old trees were sealed
+#      read-only: the daemon finishes the transition at once, and both are writable again
+#      without another call.
 set -euo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -42,24 +46,20 @@ check "(a) a refresh whose worker is killed after the new trees went beneath"
 run_cli refresh
 assert_failed "refresh with its worker killed"
 assert_contains "$ERR" "worker died" "the caller is told"
-assert_eq "$(shows)" "v1 v1" "versions right after the kill"
-stop_bus
-
-start_bus "$NOIDLE_CONF"
-start_monitor
-check "(a) the next instance finishes it at its start and emits TreeChanged"
-assert_eq "$(generation)" "$((gen + 1))" "generation after the restart"
-assert_eq "$(shows)" "v2 v2" "versions"
+check "(a) the daemon finishes it at once and emits TreeChanged"
+for _ in $(seq 100); do [[ "$(shows)" == "v2 v2" ]] && break; sleep 0.1; done
+assert_eq "$(shows)" "v2 v2" "versions after the worker's death, with no further call"
 wait_signal TreeChanged 1
 assert_eq "$(monitor_signals TreeChanged | head -n1)" "[$((gen + 1)),[\"app\"]]" "TreeChanged"
+assert_eq "$(generation)" "$((gen + 1))" "generation"
 assert_eq "$(ours_at "$R/usr") $(ours_at "$R/opt")" "1 1" "one overlay each"
 run_cli refresh
-assert_ok "refresh after the restart"
+assert_ok "refresh after the worker's death"
 assert_contains "$ERR" "unchanged" "nothing left to do"
 stop_bus
 
 # ---------------------------------------------------------------- (b)
-check "(b) a kill of the worker after the swap, before the commit: the next call commits it"
+check "(b) a kill of the worker after the swap, before the commit: the daemon commits it at once"
 start_bus "$NOIDLE_CONF" SYSEXTD_TEST_HOOK=after-swap
 gen=$(generation)
 start_monitor
@@ -67,30 +67,76 @@ replace_image "$WORK/v3.raw" "$ext/app.raw"
 run_cli refresh
 assert_failed "refresh with its worker killed"
 assert_eq "$(shows)" "v3 v3" "versions right after the kill: the new tree is live"
-stop_bus
-start_bus "$NOIDLE_CONF"
-start_monitor
-assert_eq "$(generation)" "$((gen + 1))" "generation after the restart"
 wait_signal TreeChanged 1
+assert_eq "$(generation)" "$((gen + 1))" "generation after the worker's death"
 stop_bus
 
-# ---------------------------------------------------------------- (c)
-check "(c) interrupted between the hierarchies: the next instance completes it with a refresh"
-start_bus "$NOIDLE_CONF" SYSEXTD_TEST_HOOK=swap-placed
+check "(b) the daemon killed in the middle of a transition: the next instance finishes it at its start"
+# the hook runs in the worker's shell: its parent is the worker, whose parent is the daemon
+start_bus "$NOIDLE_CONF" SYSEXTD_TEST_HOOK=swap-after-beneath \
+	SYSEXTD_TEST_HOOK_EXEC='kill -9 $(awk "/^PPid:/ {print \$2}" /proc/$PPID/status); sleep 5'
+gen=$(generation)
 replace_image "$WORK/v4.raw" "$ext/app.raw"
 run_cli refresh
-assert_failed "refresh with its worker killed after usr's tree was placed"
+assert_failed "refresh with the daemon killed"
+wait_daemon_gone
 assert_eq "$(shows)" "v3 v3" "versions right after the kill"
 stop_bus
 start_bus "$NOIDLE_CONF"
 start_monitor
-run_cli status # activates the daemon, which completes the transition
-for _ in $(seq 100); do [[ "$(shows)" == "v4 v4" ]] && break; sleep 0.1; done
-assert_eq "$(shows)" "v4 v4" "versions once the daemon completed the transition"
+assert_eq "$(generation)" "$((gen + 1))" "generation after the restart"
+assert_eq "$(shows)" "v4 v4" "versions after the restart"
 wait_signal TreeChanged 1
-run_cli status --json
+stop_bus
+
+# ---------------------------------------------------------------- (c)
+check "(c) interrupted between the hierarchies: the daemon completes it with a refresh of its own"
+# the worker is killed once (the hook's shell kills its parent): the daemon's own refresh goes
+# through
+start_bus "$NOIDLE_CONF" SYSEXTD_TEST_HOOK=swap-placed \
+	SYSEXTD_TEST_HOOK_EXEC="[ -e '$WORK/killed-c' ] || { touch '$WORK/killed-c'; kill -9 \$PPID; sleep 5; }"
+start_monitor
+replace_image "$WORK/v3.raw" "$ext/app.raw"
+run_cli refresh
+assert_failed "refresh with its worker killed after usr's tree was placed"
+for _ in $(seq 100); do [[ "$(shows)" == "v3 v3" ]] && break; sleep 0.1; done
+assert_eq "$(shows)" "v3 v3" "versions once the daemon completed the transition"
+wait_signal TreeChanged 1
+for _ in $(seq 100); do
+	run_cli status --json
+	[[ "$(json_q "$OUT" 'd.get("incomplete", False)')" == false ]] && break
+	sleep 0.1
+done
 assert_eq "$(json_q "$OUT" 'd.get("incomplete", False)')" false "complete again"
 assert_eq "$(ours_at "$R/usr") $(ours_at "$R/opt")" "1 1" "one overlay each"
+stop_bus
+start_bus "$NOIDLE_CONF"
+run_cli unmerge
+assert_ok unmerge
+stop_bus
+
+# ---------------------------------------------------------------- (d)
+check "(d) writable trees: a worker killed after the old trees were sealed; the daemon makes them writable at once"
+start_bus "$NOIDLE_CONF" SYSEXTD_TEST_HOOK=swap-sealed \
+	SYSEXTD_TEST_HOOK_EXEC="[ -e '$WORK/killed-d' ] || { touch '$WORK/killed-d'; kill -9 \$PPID; sleep 5; }"
+replace_image "$WORK/v1.raw" "$ext/app.raw"
+run_cli --mutable=yes merge
+assert_ok "merge --mutable=yes"
+echo before >"$R/opt/before-d"
+gen=$(generation)
+replace_image "$WORK/v2.raw" "$ext/app.raw"
+run_cli --mutable=yes refresh
+assert_failed "refresh with its worker killed after the seal"
+writable=no
+for _ in $(seq 100); do
+	if echo after 2>/dev/null >"$R/opt/after-d" && echo after 2>/dev/null >"$R/usr/after-d"; then writable=yes; break; fi
+	sleep 0.1
+done
+assert_eq "$writable" yes "/opt and /usr writable again, with no further call"
+assert_eq "$(shows)" "v2 v2" "versions: the transition was finished"
+assert_eq "$(generation)" "$((gen + 1))" "generation"
+assert_file_content "$R/opt/before-d" before
+assert_file_content "$R/opt/after-d" after
 run_cli unmerge
 assert_ok unmerge
 echo PASS
