@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "client.h"
 #include "settings.h"
 #include "daemon.h"
@@ -347,13 +348,25 @@ int main(int argc, char **argv) {
                 EngineConfig config = {};
                 DaemonConfig dconfig = {};
 
-                _cleanup_close_ int root_fd = open(a.root ?: "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                _cleanup_close_ int root_fd = open(a.root ?: "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC), base_fd = -EBADF;
+                _cleanup_free_ char *canonical = NULL;
 
                 if (root_fd < 0) {
                         log_error_errno(errno, "Failed to open the root %s: %m", a.root ?: "/");
                         return 1;
                 }
-                r = config_load(root_fd, a.root, a.config, &config, &dconfig, &msg);
+                /* The configuration is the host's: read below sysextd's trees (base.h), so that
+                 * no image supplies it.  (A file named with --config= is read as named.) */
+                canonical = realpath(a.root ?: "/", NULL);
+                r = canonical ? base_root_open(root_fd, canonical, &base_fd) : -errno;
+                if (r == -EPERM)
+                        base_fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+                else if (r < 0) {
+                        log_error_errno(r, "Failed to reach %s below sysextd's trees to read the configuration there: %m",
+                                        a.root ?: "/");
+                        return 1;
+                }
+                r = config_load(base_fd, a.root, a.config, &config, &dconfig, &msg);
                 if (r >= 0)
                         r = config_apply_environment(&config, &msg);
                 if (r < 0) {

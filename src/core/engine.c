@@ -26,6 +26,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include "base.h"
 #include "engine.h"
 #include "execute.h"
 #include "fd-util.h"
@@ -99,7 +100,7 @@ int engine_new(const char *root, EngineConfig *config, Engine **ret) {
         e = calloc(1, sizeof(*e));
         if (!e)
                 return -ENOMEM;
-        e->root_fd = e->lock_fd = e->journal_fd = -EBADF;
+        e->root_fd = e->lock_fd = e->journal_fd = e->facts_fd = -EBADF;
         e->config = *config;
         *config = (EngineConfig) {};
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
@@ -130,6 +131,7 @@ Engine *engine_free(Engine *e) {
         safe_close(e->root_fd);
         safe_close(e->lock_fd);
         safe_close(e->journal_fd);
+        safe_close(e->facts_fd);
         image_list_free(&e->probed);
         unit_actions_done(&e->units);
         free(e->recovery_waits);
@@ -317,13 +319,38 @@ static void effective_policies(const Engine *e, const EngineOptions *o, ImagePol
                 ret[k] = engine_class_policy(&e->config, o, k);
 }
 
+/* The root below sysextd's trees, for host facts (base.h): opened once per call. */
+static int engine_facts(Engine *e, int *ret) {
+        int r;
+
+        if (e->facts_fd < 0) {
+                r = base_root_open(e->root_fd, e->root, &e->facts_fd);
+                if (r == -EPERM) {
+                        /* Not allowed a mount namespace: not allowed to change a tree either,
+                         * and the trees seen are the ones there are. */
+                        e->facts_fd = fcntl(e->root_fd, F_DUPFD_CLOEXEC, 3);
+                        r = e->facts_fd < 0 ? negative_errno() : 0;
+                }
+                if (r < 0)
+                        return engine_fail(e, ENGINE_ERROR_FAILED, r,
+                                           "Failed to reach %s below sysextd's trees (to read the host's os-release and trusted certificates there): %m",
+                                           e->root);
+        }
+        *ret = e->facts_fd;
+        return 0;
+}
+
+static void engine_facts_close(Engine *e) {
+        e->facts_fd = safe_close(e->facts_fd);
+}
+
 /* What the verdicts depend on besides the images: the policy of each class, the trusted
  * certificates and, for a verdict, --force: one made under --force (release files not
  * matched) holds for calls with --force only, or the image cache would let an image of another
  * OS into a later rebuild without it.  A tree's stamp leaves --force out: a plain refresh that
  * finds the same images keeps what a forced one merged, as with systemd-sysext (the journal
  * records that the trees were forced: gather_images()). */
-static uint64_t config_stamp(Engine *e, const ImagePolicy *policy, bool force) {
+static uint64_t config_stamp(Engine *e, int facts_fd, const ImagePolicy *policy, bool force) {
         _cleanup_closedir_ DIR *d = NULL;
         uint64_t stamp = STAMP_INIT;
         struct dirent *de;
@@ -334,7 +361,7 @@ static uint64_t config_stamp(Engine *e, const ImagePolicy *policy, bool force) {
         if (force)
                 stamp_add_string(&stamp, "force");
         stamp_add_string(&stamp, e->config.trusted_dir);
-        fd = open_directory_at(e->root_fd, e->config.trusted_dir, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        fd = open_directory_at(facts_fd, e->config.trusted_dir, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
         if (fd >= 0) {
                 d = fdopendir(fd);
                 if (!d)
@@ -438,9 +465,12 @@ static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
         _cleanup_free_ char *cert_display = NULL;
         uint64_t judged_by;
         ProbeContext ctx;
-        int r;
+        int facts_fd, r;
 
-        r = release_read_host(e->root_fd, &host);
+        r = engine_facts(e, &facts_fd);
+        if (r < 0)
+                return r;
+        r = release_read_host(facts_fd, &host);
         if (r < 0)
                 return engine_fail(e, ENGINE_ERROR_FAILED, r,
                                    "Failed to read the os-release of %s (usr/lib/os-release or etc/os-release): %m", e->root);
@@ -459,11 +489,12 @@ static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
                         [IMAGE_CLASS_CONFEXT] = engine_class_noexec(&e->config, o, IMAGE_CLASS_CONFEXT) ? MOUNT_ATTR_NOEXEC : 0,
                 },
                 .cert_dir = e->config.trusted_dir,
+                .cert_root_fd = facts_fd,
                 .cert_display = cert_display,
                 .use_dm = kernel_has(KERNEL_DEVICE_MAPPER),
         };
         effective_policies(e, o, ctx.policy);
-        judged_by = config_stamp(e, ctx.policy, ctx.force);
+        judged_by = config_stamp(e, facts_fd, ctx.policy, ctx.force);
         for (size_t i = 0; i < l->n; i++) {
                 r = stop_if_requested(e);
                 if (r < 0)
@@ -522,6 +553,7 @@ int engine_list(Engine *e, const EngineOptions *o, ImageList *ret) {
         if (r < 0)
                 return r;
         r = probe_all(e, &l, o);
+        engine_facts_close(e);
         if (r < 0)
                 return r;
 #ifdef SYSEXTD_TEST_HOOKS
@@ -644,12 +676,12 @@ static int create_hierarchies(Engine *e, Journal *j, HierarchyState *states, Pla
 
 /* What a tree depends on besides its images: the policy and certificates, and per class the
  * mount options, the mutable mode and its directories. */
-static uint64_t transition_stamp(Engine *e, const EngineOptions *o, const MutableSetup *mutables, size_t n) {
+static uint64_t transition_stamp(Engine *e, int facts_fd, const EngineOptions *o, const MutableSetup *mutables, size_t n) {
         ImagePolicy policy[_IMAGE_CLASS_MAX];
         uint64_t stamp;
 
         effective_policies(e, o, policy);
-        stamp = config_stamp(e, policy, false);
+        stamp = config_stamp(e, facts_fd, policy, false);
 
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
                 stamp_add_u64(&stamp, class_attrs(e, o, k));
@@ -742,12 +774,15 @@ static int gather_images(Engine *e, const EngineOptions *o, const Journal *j, co
                          EngineVerb verb, bool any_live, ImageList *images, uint64_t *ret_stamp, bool *ret_unchanged) {
         uint64_t stamp;
         bool unchanged;
-        int r;
+        int facts_fd, r;
 
         r = discover_all(e, o, images);
         if (r < 0)
                 return r;
-        stamp = transition_stamp(e, o, mutables, n);
+        r = engine_facts(e, &facts_fd);
+        if (r < 0)
+                return r;
+        stamp = transition_stamp(e, facts_fd, o, mutables, n);
         /* --force is no part of the comparison (as with systemd-sysext): the same images are
          * the same, so a plain refresh keeps what a forced one merged; but --force on trees
          * built without it may merge more, so it is no "unchanged". */
@@ -924,6 +959,7 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
         if (r >= 0)
                 r = transition_locked(e, verb, o ?: &none);
         engine_unlock(e);
+        engine_facts_close(e);
         /* Images that ship units: the running system's service manager, once the trees are in
          * place and the lock is given back (never for another root, never with --no-reload). */
         if (r > 0 && !(o && o->no_reload) && streq(e->root, "/"))

@@ -88,6 +88,10 @@ typedef struct Engine {
         /* Set by recovery when an interrupted transition cannot be finished yet (a writable old
          * tree that cannot be sealed, recover.c): why; a new transition is refused meanwhile. */
         char *recovery_waits;
+
+        /* The root below sysextd's trees (base.h), where host facts are read (os-release,
+         * trusted certificates), opened on first use in a call and closed at its end. */
+        int facts_fd;
 } Engine;
 
 int engine_new(const char *root, EngineConfig *config, Engine **ret); /* takes *config */

@@ -824,7 +824,7 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
                 return refuse_by_policy(img, "ImagePolicy=%s requires verity data, the image has none",
                               image_policy_to_string(ctx->policy[img->klass]));
         if (v.signature) {
-                r = verity_check_signature(&v, ctx->root_fd, ctx->cert_dir, ctx->cert_display, &why);
+                r = verity_check_signature(&v, ctx->cert_root_fd, ctx->cert_dir, ctx->cert_display, &why);
                 if (r < 0)
                         return r;
                 if (r == 0)

@@ -100,7 +100,8 @@ typedef struct ProbeContext {
         bool force;                 /* --force: the release file is not matched against the host */
         unsigned mount_attrs[_IMAGE_CLASS_MAX];
         ImagePolicy policy[_IMAGE_CLASS_MAX];
-        const char *cert_dir;       /* trusted certificates, below the root */
+        const char *cert_dir;       /* trusted certificates, below cert_root_fd */
+        int cert_root_fd;           /* the root below sysextd's trees (base.h) */
         const char *cert_display;   /* the same for messages */
         bool use_dm;                /* device-mapper is there: dm-verity, else user space */
 } ProbeContext;

@@ -398,3 +398,49 @@ int mount_below_same(uint64_t top_id, uint64_t base_id, const char *path, bool *
         *ret = subtree_same(t, top_id, base_id, path, true, 0);
         return 0;
 }
+
+int mount_targets_of(const char *fstype, const char *source, const char *under, char ***ret) {
+        _cleanup_table_ struct libmnt_table *t = NULL;
+        _cleanup_iter_ struct libmnt_iter *it = NULL;
+        _cleanup_strv_free_ char **l = NULL;
+        size_t len = strlen(under);
+        struct libmnt_fs *fs;
+        int r;
+
+        while (len > 1 && under[len - 1] == '/')
+                len--;
+        r = table_read(&t);
+        if (r < 0)
+                return r;
+        it = mnt_new_iter(MNT_ITER_FORWARD);
+        if (!it)
+                return -ENOMEM;
+        l = calloc(1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+        while (mnt_table_next_fs(t, it, &fs) == 0) {
+                const char *target = mnt_fs_get_target(fs);
+
+                if (!target || !streq_ptr(mnt_fs_get_fstype(fs), fstype) || !streq_ptr(mnt_fs_get_source(fs), source))
+                        continue;
+                if (!(len == 1 && under[0] == '/') &&
+                    (strncmp(target, under, len) != 0 || (target[len] != 0 && target[len] != '/')))
+                        continue;
+                if (strv_extend(&l, target) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+int mount_top_entry(int fd, MountEntry *ret) {
+        MountIdentity m;
+        int r;
+
+        r = mount_identity_of_fd(fd, &m);
+        if (r < 0)
+                return r;
+        if (!m.is_root)
+                return -ENOENT;
+        return mountinfo_find(m.id, ret);
+}

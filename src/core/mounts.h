@@ -86,3 +86,11 @@ int mount_below_same(uint64_t top_id, uint64_t base_id, const char *path, bool *
 
 /* The entry of mountinfo with this 32-bit id. */
 int mountinfo_find(uint64_t id, MountEntry *ret);
+
+/* The mount points (as mountinfo names them) of every mount of type 'fstype' from 'source'
+ * at or below the absolute path 'under', covered or not, in this namespace: a NULL-terminated
+ * list, maybe empty. */
+int mount_targets_of(const char *fstype, const char *source, const char *under, char ***ret);
+
+/* The mountinfo entry of the mount a live path reaches (its top): fstype and source. */
+int mount_top_entry(int fd, MountEntry *ret);
