@@ -36,6 +36,8 @@
 #include <string.h>
 
 #include "engine.h"
+#include "fd-util.h"
+#include "inspect.h"
 #include "log.h"
 #include "plan.h"
 #include "recover.h"
@@ -191,6 +193,15 @@ static int resolve_pending(Engine *e, Journal *j, HierarchyState *states, size_t
                         forward = true;
                         break;
                 case RECOVER_DISCARD:
+                        if (old && old->writable) {
+                                /* It may have been sealed for a handover that did not happen
+                                 * (an unmerge or a refresh killed after the seal): writable
+                                 * again, as it was. */
+                                _cleanup_close_ int fd = hierarchy_open(e->root_fd, h->name);
+
+                                if (fd >= 0 && tree_check_fd(old, fd, NULL) > 0 && tree_seal_fd(fd, false) < 0)
+                                        log_warning("The previous tree on %s could not be made writable again.", h->path);
+                        }
                         log_info("Discarded an interrupted transition on %s; the previous tree is still in place.", h->path);
                         now = t->old_tree;
                         discarded = true;

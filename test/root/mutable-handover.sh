@@ -8,7 +8,8 @@
 #  (c) a kill after the new trees were placed and before the old ones were sealed, with a
 #      file held open for writing: the next command does not detach a tree that can still
 #      be written (the holder's writes stay visible on the live /opt), and the tree is
-#      writable;
+#      writable; a kill after the seal: the next command finishes, both writable; an unmerge
+#      killed after the seal: the next command makes both writable again;
 #  (d) the records of the live writable trees lost (corrupt): no work directory of a mounted
 #      overlay is removed, and no writable tree is stacked over one that may share its upper
 #      directory (refused, naming it); unmounted by hand, the next refresh goes on;
@@ -273,6 +274,15 @@ assert_file_content "$R/opt/app/version" "$cur"
 echo again >"$R/opt/opt-c4" || fail "/opt is not writable after the transition was finished"
 echo again >"$R/usr/usr-c4" || fail "/usr is not writable after the transition was finished"
 assert_file_content "$R/opt/opt-c3" again
+check "(c) an unmerge killed after the seal: the next command makes the trees writable again, and status says so"
+SYSEXTD_TEST_HOOK=swap-sealed run_sysextd unmerge
+assert_rc 137 "unmerge killed after the seal"
+echo x 2>/dev/null >"$R/opt/opt-c5" && fail "/opt was not sealed by the unmerge"
+run_sysextd --json=short status
+assert_ok "status after the kill"
+echo again >"$R/opt/opt-c5" || fail "/opt is still read-only after the next command"
+echo again >"$R/usr/usr-c5" || fail "/usr is still read-only after the next command"
+assert_eq "$(json_q "$OUT" '[h.get("writable") for h in d if h["hierarchy"] in ("/usr", "/opt")]')" "[true, true]" "status's writable"
 run_sysextd unmerge
 assert_ok "unmerge after (c)"
 fi
