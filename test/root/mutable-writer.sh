@@ -9,7 +9,12 @@
 # Then: a writer that holds the file open for writing makes the refresh wait and, when it does
 # not close it, refuses with the process named; the tree stays writable and in place.
 #
-# Prints "writer: N lines written, M write failures, L lost; reader: R reads, B of the base".
+# Three writers: /opt/log, /opt/app/deep/log (in a directory of the tree above a mount carried
+# over: /opt/app/data, a tmpfs with another tmpfs nested at /opt/app/data/inner) and
+# /opt/app/data/inner/log (in the nested mount itself).
+#
+# Prints "writer W: N lines written, M write failures, L lost; reader: R reads, B of the base"
+# and the read-only window of the handovers (the log line of each refresh): median and longest.
 set -euo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -78,13 +83,23 @@ with open(out, "w") as f:
     f.write("%d %d\n" % (reads, base))
 EOF
 
-check "$REFRESHES refreshes while a writer appends every millisecond and a reader reads"
-python3 "$WORK/writer.py" "$R/opt/log" "$WORK/stop" "$WORK/writer.out" &
-writer=$!
+check "$REFRESHES refreshes while three writers append every millisecond and a reader reads"
+mkdir -p "$R/opt/app/data"
+mount -t tmpfs writer-data "$R/opt/app/data"
+mkdir -p "$R/opt/app/data/inner"
+mount -t tmpfs writer-inner "$R/opt/app/data/inner"
+mkdir -p "$R/opt/app/deep"
+logs=("$R/opt/log" "$R/opt/app/deep/log" "$R/opt/app/data/inner/log")
+writers=()
+for w in 0 1 2; do
+	python3 "$WORK/writer.py" "${logs[$w]}" "$WORK/stop" "$WORK/writer$w.out" &
+	writers+=($!)
+done
 python3 "$WORK/reader.py" "$R/opt/app/ext-file" "$WORK/stop" "$WORK/reader.out" &
 reader=$!
-on_exit "touch '$WORK/stop'; kill $writer $reader 2>/dev/null || true"
+on_exit "touch '$WORK/stop'; kill ${writers[*]} $reader 2>/dev/null || true"
 sleep 0.2
+: >"$WORK/windows"
 for ((i = 1; i <= REFRESHES; i++)); do
 	v=v$((i % 2 + 1))
 	cp "$WORK/app-$v.raw" "$R/var/lib/extensions/app.raw.new"
@@ -92,23 +107,29 @@ for ((i = 1; i <= REFRESHES; i++)); do
 	run_sysextd --mutable=yes refresh
 	assert_ok "refresh $i"
 	assert_file_content "$R/opt/app/version" "$v"
+	sed -n 's/.*writes to them failed (read-only) for \([0-9.]*\) ms.*/\1/p' <<<"$ERR" >>"$WORK/windows"
 done
 sleep 0.2
 touch "$WORK/stop"
-wait "$writer" "$reader"
+wait "${writers[@]}" "$reader"
 
-failed=$(head -n1 "$WORK/writer.out")
-written=$(($(wc -l <"$WORK/writer.out") - 1))
 read -r reads base_reads <"$WORK/reader.out"
-(( written > REFRESHES * 5 )) || fail "the writer wrote only $written lines"
-
-check "every acknowledged line is in the file, through the tree and in the upper directory"
-tail -n +2 "$WORK/writer.out" | sort -n >"$WORK/acked"
-sort -n "$R/opt/log" >"$WORK/seen"
-lost=$(comm -23 "$WORK/acked" "$WORK/seen" | wc -l)
 assert_eq "$base_reads" 0 "reads that saw the base (of $reads)"
-log "writer: $written lines written, $failed write failures, $lost lost; reader: $reads reads, $base_reads of the base"
-assert_eq "$lost" 0 "lines acknowledged but missing from /opt/log"
+check "every acknowledged line is in its file, through the tree and in the upper directory or the mount"
+for w in 0 1 2; do
+	failed=$(head -n1 "$WORK/writer$w.out")
+	written=$(($(wc -l <"$WORK/writer$w.out") - 1))
+	(( written > REFRESHES * 5 )) || fail "writer $w wrote only $written lines"
+	tail -n +2 "$WORK/writer$w.out" | sort -n >"$WORK/acked$w"
+	sort -n "${logs[$w]}" >"$WORK/seen$w"
+	lost=$(comm -23 "$WORK/acked$w" "$WORK/seen$w" | wc -l)
+	log "writer ${logs[$w]#"$R"}: $written lines written, $failed write failures, $lost lost"
+	assert_eq "$lost" 0 "lines acknowledged but missing from ${logs[$w]#"$R"}"
+done
+assert_eq "$(wc -l <"$WORK/windows")" "$REFRESHES" "handovers that logged their read-only window"
+log "reader: $reads reads, $base_reads of the base; read-only window per handover: $(sort -n "$WORK/windows" | awk '{a[NR] = $1} END {printf "median %s ms, longest %s ms", a[int((NR + 1) / 2)], a[NR]}')"
+cp "$WORK/acked0" "$WORK/acked"
+umount "$R/opt/app/data/inner" "$R/opt/app/data"
 
 check "unmerge: the base again, every line kept in the upper directory, /opt's mode as before"
 run_sysextd unmerge
