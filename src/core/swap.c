@@ -380,9 +380,9 @@ static char *other_views(dev_t dev, const char *path_here, size_t max) {
 /* Who keeps the file system 'dev' (an old writable tree) from being sealed, in any mount
  * namespace, for the refusal: a file open for writing through any of its mounts, or a file
  * of it mapped shared and writable (the mapping holds the write access after the file is
- * closed; only with 'mappings', as reading every process's maps costs more).  NULL if no
- * process does (a kernel user, such as a loop device backed by one of its files). */
-static char *find_writer(dev_t dev, bool mappings) {
+ * closed).  NULL if no process does (a kernel user, such as a loop device backed by one of
+ * its files). */
+static char *find_writer(dev_t dev) {
         _cleanup_closedir_ DIR *proc = NULL;
         _cleanup_free_ uint64_t *ids = NULL;
         size_t n_ids = 0;
@@ -429,8 +429,6 @@ static char *find_writer(dev_t dev, bool mappings) {
                         target[n > 0 ? n : 0] = 0;
                         return describe_process(p->d_name, "holds", target, " open for writing");
                 }
-                if (!mappings)
-                        continue;
                 snprintf(dir, sizeof(dir), "/proc/%s/maps", p->d_name);
                 if (read_file_at(AT_FDCWD, dir, 0, 64U << 20, &maps, NULL, NULL) < 0)
                         continue;
@@ -496,11 +494,11 @@ static int seal_once(SwapTarget *t, char **ret_message) {
         return 0;
 }
 
-static char *writer_of(const SwapTarget *t, bool mappings) {
+static char *writer_of(const SwapTarget *t) {
         _cleanup_close_ int fd = open_live(t->root_fd, t->rel);
         struct stat st;
 
-        return fd >= 0 && fstat(fd, &st) >= 0 ? find_writer(st.st_dev, mappings) : NULL;
+        return fd >= 0 && fstat(fd, &st) >= 0 ? find_writer(st.st_dev) : NULL;
 }
 
 /* Step 2: every writable old top sealed, or none.  A seal is granted only while no file on
@@ -509,9 +507,7 @@ static char *writer_of(const SwapTarget *t, bool mappings) {
  * refuses, unseals those it sealed at once and starts again after a millisecond, with the
  * one that refused first — while it stays busy, later rounds fail at their first step and
  * seal nothing.  Trees on which a process (in any mount namespace) holds a file open for
- * writing go first from the start (a shared writable mapping is found only for the message:
- * reading every process's maps costs more; such a tree is first from the second round on).
- * So a refusal (after wait_usec) leaves no trace, and a tree that is sealed stays so only
+ * writing, or mapped shared and writable, go first from the start.  So a refusal (after wait_usec) leaves no trace, and a tree that is sealed stays so only
  * for the instant until the last seal of the round and the detach. */
 int swap_seal_all(SwapTarget *targets, size_t n, uint64_t wait_usec, char **ret_message) {
         _cleanup_free_ size_t *order = NULL;
@@ -527,7 +523,7 @@ int swap_seal_all(SwapTarget *targets, size_t n, uint64_t wait_usec, char **ret_
                         order[n_order++] = i;
         if (n_order > 1)
                 for (size_t k = 0, front = 0; k < n_order; k++) {
-                        _cleanup_free_ char *w = writer_of(&targets[order[k]], false);
+                        _cleanup_free_ char *w = writer_of(&targets[order[k]]);
 
                         if (w) {
                                 size_t x = order[k];
@@ -576,7 +572,7 @@ int swap_seal_all(SwapTarget *targets, size_t n, uint64_t wait_usec, char **ret_
 
         {
                 SwapTarget *t = &targets[order[0]];
-                _cleanup_free_ char *writer = writer_of(t, true);
+                _cleanup_free_ char *writer = writer_of(t);
 
                 return set_message(ret_message, EBUSY,
                                    "The writable tree on %s stays: %s, and the new tree can only take over its upper directory once nothing can write through the old one. Close it and run the command again.",
