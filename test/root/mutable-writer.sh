@@ -145,17 +145,38 @@ assert_eq "$leftover" 0 "work directories left after unmerge"
 check "a file held open for writing: the refresh waits, then refuses naming the process; the tree stays"
 run_sysextd --mutable=yes merge
 assert_ok "merge again"
-exec {held}>>"$R/opt/held"
+# The holder is a process of its own: an fd of this shell would be inherited by every command
+# it runs (timeout, sysextd), and the refusal names whichever holder it finds first.
+cat >"$WORK/holder.py" <<'EOF'
+import os, sys, time
+path, work = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+open(os.path.join(work, "held-ready"), "w").close()
+while not os.path.exists(os.path.join(work, "held-go")):
+    time.sleep(0.02)
+try:
+    os.write(fd, b"still writable\n")
+    res = "ok"
+except OSError as e:
+    res = str(e)
+open(os.path.join(work, "held-done"), "w").write(res)
+os.close(fd)
+EOF
+python3 "$WORK/holder.py" "$R/opt/held" "$WORK" &
+holder=$!
+on_exit "kill $holder 2>/dev/null || true"
+for ((k = 0; k < 200; k++)); do [[ -e $WORK/held-ready ]] && break; sleep 0.05; done
 gen_before=$(json_q "$(run_sysextd --json status >/dev/null; echo "$OUT")" 'd["generation"]')
 run_sysextd --mutable=yes --always-refresh=yes refresh
 assert_failed "refresh with a file held open for writing"
 assert_contains "$ERR" "open for writing" "the refusal"
-assert_contains "$ERR" "$$" "the refusal names the process"
-echo "still writable" >&"$held" || fail "the held file is no longer writable"
+assert_contains "$ERR" "process $holder (python3) holds $R/opt/held open for writing" "the refusal names the process"
+touch "$WORK/held-go"
+wait "$holder"
+assert_file_content "$WORK/held-done" ok
 echo more >"$R/opt/more" || fail "/opt is no longer writable after the refused refresh"
 run_sysextd --json status
 assert_eq "$(json_q "$OUT" 'd["generation"]')" "$gen_before" "generation after the refused refresh"
-exec {held}>&-
 run_sysextd --mutable=yes --always-refresh=yes refresh
 assert_ok "refresh once the file is closed"
 assert_file_content "$R/opt/held" "still writable"
