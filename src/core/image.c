@@ -180,6 +180,7 @@ void image_done(Image *img) {
         free(img->path);
         free(img->rel);
         free(img->reason);
+        free(img->roothash);
         image_release(img);
         *img = (Image) { .root_fd = -EBADF };
 }
@@ -760,6 +761,9 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
         struct stat st;
         int r;
 
+        /* The root hash that discovery read goes: only the one verified below is kept. */
+        free(img->roothash);
+        img->roothash = NULL;
         r = open_regular_at(ctx->root_fd, img->rel, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, &fd, &st);
         if (r == -ENOMEM)
                 return r;
@@ -851,6 +855,11 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
                         return r;
                 if (r < 0)
                         return refuse(img, IMAGE_REFUSED, "%s", strna(why));
+                /* Verified: what the journal keeps to tell a copy of this image from another
+                 * image (plan_image_same()). */
+                img->roothash = strdup(v.roothash);
+                if (!img->roothash)
+                        return -ENOMEM;
         }
 
         if (vd.fd >= 0)

@@ -62,6 +62,9 @@ typedef struct Image {
         bool usr_partition; /* disk image with a usr partition: its root is the image's usr/ */
         VerityMode verity;
         bool signed_valid;  /* a root hash signature checked against the trusted certificates */
+        /* The dm-verity root hash the image was verified against (lowercase hex; a disk
+         * image's from its partitions or its sidecar), kept in the journal; NULL: none. */
+        char *roothash;
         uint64_t judged_by; /* stamp of the policy and certificates the verdict was made under */
 
         /* From its extension-release: the service manager's part (EXTENSION_RELOAD_MANAGER=,
