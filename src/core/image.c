@@ -6,8 +6,10 @@
  * with openat2(RESOLVE_IN_ROOT), so an absolute or ../ symlink stays inside the root, and
  * fds are passed on rather than paths re-opened.
  *
- * Discovery only reads directories and looks at the type of entries (O_PATH).  Probing
- * then, per image:
+ * Discovery reads directories and looks at the type of entries (O_PATH); of a raw image it
+ * reads only the root hash in its NAME.roothash sidecar (size-limited, a regular file only),
+ * which tells a refresh whether a new file is a copy of the image merged.  Probing then, per
+ * image:
  *   directory: a detached bind of it (open_tree on the resolved fd), its extension-release;
  *   raw file:  reopened for reading only once it is known to be a regular file; the file
  *              system recognised with libblkid (by content, never by suffix), its size
@@ -730,6 +732,12 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                                 if (r < 0)
                                         return r;
                                 img->stamp = sidecar_stamp(root_fd, sdir, base);
+                                /* What a refresh compares before anything is opened
+                                 * (plan_image_same()); the probe reads it again. */
+                                r = verity_peek_sidecars(root_fd, sdir, base, &img->roothash,
+                                                         &img->signature_sidecar);
+                                if (r < 0)
+                                        return r;
                         }
                 }
         }
