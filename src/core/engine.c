@@ -424,7 +424,11 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
                 strv_free(img->reload_or_restart_units);
                 strv_free(img->shipped_units);
                 img->restart_units = img->reload_or_restart_units = img->shipped_units = NULL;
-                if (strv_copy(c->restart_units, &img->restart_units) < 0 ||
+                /* The root hash it was verified against, for the journal (not the one discovery
+                 * read: a disk image's comes from its partitions). */
+                free(img->roothash);
+                img->roothash = c->roothash ? strdup(c->roothash) : NULL;
+                if ((c->roothash && !img->roothash) || strv_copy(c->restart_units, &img->restart_units) < 0 ||
                     strv_copy(c->reload_or_restart_units, &img->reload_or_restart_units) < 0 ||
                     strv_copy(c->shipped_units, &img->shipped_units) < 0) {
                         safe_close(img->root_fd);

@@ -18,6 +18,7 @@ typedef enum FieldType {
         FIELD_VERITY,   /* VerityMode as its name */
         FIELD_CLASS,    /* ImageClass as its name */
         FIELD_STRV,     /* char **, NULL as [] */
+        FIELD_ROOTHASH, /* char *, lowercase hex as verity_normalize_roothash() leaves it, or null */
 } FieldType;
 
 #define P IMAGE_JSON_PUBLIC
@@ -43,6 +44,7 @@ static const struct {
         F("refused_by_policy", FIELD_BOOL, refused_by_policy, J, false),
         F("verity", FIELD_VERITY, verity, P | J | W, false),
         F("signed", FIELD_BOOL, signed_valid, P | J | W, false),
+        O("roothash", FIELD_ROOTHASH, roothash, J | W),
         F("fstype", FIELD_STRING, fstype, J | W, true),
         F("hierarchies", FIELD_UNSIGNED, hierarchies, J | W, false),
         F("usr_partition", FIELD_BOOL, usr_partition, J | W, false),
@@ -144,6 +146,7 @@ json_object *image_to_json(const Image *img, ImageJsonSet set) {
                         continue;
                 switch (fields[i].type) {
                 case FIELD_STRING:
+                case FIELD_ROOTHASH:
                         v = json_new_string_or_null(*(char *const *) p);
                         break;
                 case FIELD_BOOL:
@@ -218,6 +221,18 @@ int image_from_json(json_object *o, ImageJsonSet set, Image *ret) {
                 case FIELD_STRV:
                         r = json_get_strv(o, fields[i].key, 1024, 256, (char ***) p);
                         break;
+                case FIELD_ROOTHASH: {
+                        _cleanup_free_ char *normal = NULL;
+
+                        /* Compared with the hash discovery reads: only the form it has. */
+                        r = json_get_string_or_null(o, fields[i].key, STRING_MAX, (char **) p);
+                        if (r < 0 || !*(char **) p)
+                                break;
+                        r = verity_normalize_roothash(*(char **) p, &normal);
+                        if (r == -EINVAL || (r >= 0 && !streq(normal, *(char **) p)))
+                                r = -EBADMSG;
+                        break;
+                }
                 case FIELD_CLASS:
                 case FIELD_KIND:
                 case FIELD_VERDICT:

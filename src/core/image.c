@@ -6,8 +6,10 @@
  * with openat2(RESOLVE_IN_ROOT), so an absolute or ../ symlink stays inside the root, and
  * fds are passed on rather than paths re-opened.
  *
- * Discovery only reads directories and looks at the type of entries (O_PATH).  Probing
- * then, per image:
+ * Discovery reads directories and looks at the type of entries (O_PATH); of a raw image it
+ * reads only the root hash in its NAME.roothash sidecar (size-limited, a regular file only),
+ * which tells a refresh whether a new file is a copy of the image merged.  Probing then, per
+ * image:
  *   directory: a detached bind of it (open_tree on the resolved fd), its extension-release;
  *   raw file:  reopened for reading only once it is known to be a regular file; the file
  *              system recognised with libblkid (by content, never by suffix), its size
@@ -180,6 +182,7 @@ void image_done(Image *img) {
         free(img->path);
         free(img->rel);
         free(img->reason);
+        free(img->roothash);
         image_release(img);
         *img = (Image) { .root_fd = -EBADF };
 }
@@ -729,6 +732,12 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                                 if (r < 0)
                                         return r;
                                 img->stamp = sidecar_stamp(root_fd, sdir, base);
+                                /* What a refresh compares before anything is opened
+                                 * (plan_image_same()); the probe reads it again. */
+                                r = verity_peek_sidecars(root_fd, sdir, base, &img->roothash,
+                                                         &img->signature_sidecar);
+                                if (r < 0)
+                                        return r;
                         }
                 }
         }
@@ -760,6 +769,9 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
         struct stat st;
         int r;
 
+        /* The root hash that discovery read goes: only the one verified below is kept. */
+        free(img->roothash);
+        img->roothash = NULL;
         r = open_regular_at(ctx->root_fd, img->rel, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, &fd, &st);
         if (r == -ENOMEM)
                 return r;
@@ -851,6 +863,11 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
                         return r;
                 if (r < 0)
                         return refuse(img, IMAGE_REFUSED, "%s", strna(why));
+                /* Verified: what the journal keeps to tell a copy of this image from another
+                 * image (plan_image_same()). */
+                img->roothash = strdup(v.roothash);
+                if (!img->roothash)
+                        return -ENOMEM;
         }
 
         if (vd.fd >= 0)

@@ -62,6 +62,12 @@ typedef struct Image {
         bool usr_partition; /* disk image with a usr partition: its root is the image's usr/ */
         VerityMode verity;
         bool signed_valid;  /* a root hash signature checked against the trusted certificates */
+        /* The dm-verity root hash (lowercase hex), NULL when none is known.  Probed: the one the
+         * image was verified against (a disk image's from its partitions or its sidecar), kept
+         * in the journal.  Discovered: the one NAME.roothash gives when NAME.verity is beside it
+         * (raw images only), with signature_sidecar saying whether NAME.roothash.p7s is too. */
+        char *roothash;
+        bool signature_sidecar;
         uint64_t judged_by; /* stamp of the policy and certificates the verdict was made under */
 
         /* From its extension-release: the service manager's part (EXTENSION_RELOAD_MANAGER=,
@@ -128,7 +134,8 @@ const char *image_name_invalid_reason(const char *name);
  * "etc/extensions", each resolved inside the root); the first directory that has a name
  * wins.  root_prefix is prepended to paths for display.  Entries that cannot be images
  * (a FIFO, a device or a socket named NAME.raw, an invalid name) are listed as refused, with
- * the reason.  Nothing is opened for reading. */
+ * the reason.  No image is opened for reading; of a raw image's sidecars, NAME.roothash is
+ * read (roothash). */
 int image_discover(int root_fd, const char *root_prefix, char *const *search_dirs, ImageClass klass, ImageList *ret);
 
 /* Appends the images of b to a (taking them); a stays ordered class by class. */

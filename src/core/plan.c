@@ -29,6 +29,11 @@
  * changed): such an image is taken out, with a note.  A merge that finds no image at all is
  * no error (no_images, as with systemd-sysext), and neither is one whose images were all
  * incompatible (n_incompatible): the engine says how many were ignored.
+ *
+ * A refresh has nothing to do when the images found are the ones the journal recorded
+ * (plan_images_unchanged()): an image is the one recorded when both have a verified verity
+ * root hash and it is the same (a copy to a new inode is the same image), else when it is the
+ * same file, unchanged (plan_image_same()).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -168,9 +173,34 @@ static size_t count_in(const ImageList *l, unsigned classes) {
         return n;
 }
 
+bool plan_image_same(const Image *recorded, const Image *found) {
+        if (recorded->klass != found->klass || !streq(recorded->name, found->name) ||
+            !streq(recorded->path, found->path))
+                return false;
+
+        /* Verity first, as systemd-sysext 260 has it: the root hash names the content, so a copy
+         * of a merged image (a new inode and mtime, new sidecars) is the same image, and another
+         * root hash is another image whatever the file.  Only a hash that was verified counts
+         * (one the journal has for a merged image), and only one whose source discovery reads:
+         * a disk image's comes from its partitions, so there the file decides.  Besides the
+         * hash, what discovery sees that the verdict depends on: the size (the same root hash
+         * covers the same data, so a file of another size is another layout around it) and
+         * whether a signature is beside it (signed_valid: a merged file system image has one
+         * exactly when its NAME.roothash.p7s was there). */
+        if (recorded->roothash && found->roothash && recorded->verdict == IMAGE_COMPATIBLE &&
+            recorded->kind != IMAGE_DDI)
+                return streq(recorded->roothash, found->roothash) && recorded->st.st_size == found->st.st_size &&
+                       recorded->signed_valid == found->signature_sidecar;
+
+        /* Else the file: the same one with the same identity gives the same verdict.  Its stamp
+         * covers a raw image's sidecars and every entry of a directory image, so an edit inside
+         * one is noticed. */
+        return recorded->st.st_dev == found->st.st_dev && recorded->st.st_ino == found->st.st_ino &&
+               recorded->st.st_size == found->st.st_size && recorded->st.st_mtim.tv_sec == found->st.st_mtim.tv_sec &&
+               recorded->st.st_mtim.tv_nsec == found->st.st_mtim.tv_nsec && recorded->stamp == found->stamp;
+}
+
 bool plan_images_unchanged(const ImageList *l, const ImageList *recorded, unsigned classes) {
-        /* Same files with the same identity give the same verdicts.  Directories are compared
-         * by a stamp over every entry in them, so an edit inside one is noticed. */
         if (count_in(l, classes) != count_in(recorded, classes))
                 return false;
         for (size_t i = 0; i < l->n; i++) {
@@ -179,13 +209,8 @@ bool plan_images_unchanged(const ImageList *l, const ImageList *recorded, unsign
 
                 if (!(classes & (1u << img->klass)))
                         continue;
-                for (size_t k = 0; k < recorded->n && !found; k++) {
-                        const Image *m = &recorded->images[k];
-                        found = m->klass == img->klass && streq(m->name, img->name) && streq(m->path, img->path) && m->st.st_dev == img->st.st_dev &&
-                                m->st.st_ino == img->st.st_ino && m->st.st_size == img->st.st_size &&
-                                m->st.st_mtim.tv_sec == img->st.st_mtim.tv_sec &&
-                                m->st.st_mtim.tv_nsec == img->st.st_mtim.tv_nsec && m->stamp == img->stamp;
-                }
+                for (size_t k = 0; k < recorded->n && !found; k++)
+                        found = plan_image_same(&recorded->images[k], img);
                 if (!found)
                         return false;
         }

@@ -110,6 +110,13 @@ int plan_check(const PlanInput *in, Plan *ret);
  * p->message) when it must be refused, < 0 only for -ENOMEM. */
 int plan_transition(const PlanInput *in, Plan *ret);
 
-/* Whether the images found are the ones the journal recorded (same files, same identity,
- * same stamps), looking at the classes in the mask only: then a refresh has nothing to do. */
+/* Whether a discovered image is one the journal recorded: the same class, name and path, and
+ * then, when both have a root hash (the recorded one verified, of a merged file system image;
+ * the found one read from NAME.roothash), the same root hash, size and signature presence,
+ * whatever the file's identity (systemd-sysext 260's rule); else the same file identity
+ * (device, inode, size, mtime) and stamp. */
+bool plan_image_same(const Image *recorded, const Image *found);
+
+/* Whether the images found are the ones the journal recorded (plan_image_same()), looking at
+ * the classes in the mask only: then a refresh has nothing to do. */
 bool plan_images_unchanged(const ImageList *images, const ImageList *recorded, unsigned classes);

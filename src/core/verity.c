@@ -8,7 +8,8 @@
  * Discoverable Partitions Specification lays down).  A signature (NAME.roothash.p7s, or the
  * signature partition) is a detached PKCS#7 over the hex root hash, checked with OpenSSL
  * against the certificates in the trusted directory; with dm-verity the kernel keyring is
- * tried first.
+ * tried first.  Discovery reads NAME.roothash alone (verity_peek_sidecars()), so that a
+ * refresh tells a copy of a merged image from another image without opening either.
  *
  * Two modes: with device-mapper, a dm-verity device over our loop devices (data and hash
  * tree) is what gets mounted, so every read is checked for as long as it is mounted, and it
@@ -39,6 +40,9 @@
 #include "loopdev.h"
 #include "util.h"
 #include "verity.h"
+
+/* The most a NAME.roothash sidecar may hold. */
+#define ROOTHASH_FILE_MAX 4096
 
 const char *verity_mode_to_string(VerityMode m) {
         return m == VERITY_DM ? "dm" : m == VERITY_USERSPACE ? "userspace" : "none";
@@ -94,6 +98,30 @@ static bool exists_in_root(int root_fd, const char *path) {
         return fd >= 0;
 }
 
+int verity_peek_sidecars(int root_fd, const char *dir, const char *name, char **ret_roothash,
+                         bool *ret_signature_sidecar) {
+        _cleanup_free_ char *p_hash = NULL, *p_tree = NULL, *p_sig = NULL, *text = NULL, *hash = NULL;
+        int r;
+
+        if (asprintf(&p_hash, "%s/%s.roothash", dir, name) < 0 || asprintf(&p_tree, "%s/%s.verity", dir, name) < 0 ||
+            asprintf(&p_sig, "%s/%s.roothash.p7s", dir, name) < 0)
+                return -ENOMEM;
+        if (exists_in_root(root_fd, p_tree)) {
+                r = read_file_at(root_fd, p_hash, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, ROOTHASH_FILE_MAX, &text,
+                                 NULL, NULL);
+                if (r == -ENOMEM)
+                        return r;
+                if (r >= 0) {
+                        r = verity_normalize_roothash(text, &hash);
+                        if (r == -ENOMEM)
+                                return r;
+                }
+        }
+        *ret_signature_sidecar = exists_in_root(root_fd, p_sig);
+        *ret_roothash = TAKE_PTR(hash);
+        return 0;
+}
+
 int verity_find_sidecars(int root_fd, const char *dir, const char *dir_display, const char *name, VeritySource *ret,
                          char **ret_reason) {
         _cleanup_verity_source_ VeritySource v = { .origin = "sidecar files", .hash_fd = -EBADF };
@@ -120,11 +148,12 @@ int verity_find_sidecars(int root_fd, const char *dir, const char *dir_display, 
                 return set_message(ret_reason, EBADMSG, "%s.verity exists but the root hash %s.roothash is missing", name,
                                    name);
 
-        r = read_file_at(root_fd, p_hash, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, 4096, &text, NULL, &mode);
+        r = read_file_at(root_fd, p_hash, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, ROOTHASH_FILE_MAX, &text, NULL, &mode);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return set_message(ret_reason, EBADMSG, "%s.roothash %s", name, READ_ERROR_STRING(r, mode, 4096));
+                return set_message(ret_reason, EBADMSG, "%s.roothash %s", name,
+                                   READ_ERROR_STRING(r, mode, ROOTHASH_FILE_MAX));
         r = verity_normalize_roothash(text, &v.roothash);
         if (r == -ENOMEM)
                 return r;

@@ -40,6 +40,15 @@ int verity_normalize_roothash(const char *in, char **ret);
 int verity_find_sidecars(int root_fd, const char *dir, const char *dir_display, const char *name, VeritySource *ret,
                          char **ret_reason);
 
+/* The root hash the sidecars of a file system image give, read as verity_find_sidecars()
+ * reads it (NAME.roothash resolved inside the root, a regular file of at most 4 KiB, hex of
+ * 32 to 128 digits), without opening the hash tree or the signature: for a refresh, before
+ * any image is opened.  *ret_roothash is NULL when NAME.roothash or NAME.verity is not there
+ * or NAME.roothash holds no root hash (the probe says why); *ret_signature_sidecar says
+ * whether NAME.roothash.p7s is there.  Fails only with -ENOMEM. */
+int verity_peek_sidecars(int root_fd, const char *dir, const char *name, char **ret_roothash,
+                         bool *ret_signature_sidecar);
+
 /* Parses the JSON of a verity signature partition ({"rootHash": ..., "signature": base64}). */
 int verity_parse_signature_json(const char *json, char **ret_roothash, uint8_t **ret_sig, size_t *ret_sig_size,
                                 char **ret_reason);

@@ -132,6 +132,18 @@ int main(void) {
         CHECK(parse_mutated("\"new_tree\":\"" T2 "\"", "\"new_tree\":null") == 0);
         CHECK(parse_mutated("\"hierarchy\":\"opt\"", "\"hierarchy\":\"srv/app\"") == 0);
         CHECK(parse_mutated(",\"pending\":{", ",\"ignored\":{") == 0);
+        /* The root hash: absent in a state.json of before it was recorded (valid_state()), null,
+         * or hex as discovery reads it; never anything that could not be one. */
+        CHECK(j.images.images[0].roothash == NULL);
+        CHECK(parse_mutated("\"signed\":false", "\"signed\":false,\"roothash\":null") == 0);
+        CHECK(parse_mutated("\"signed\":false", "\"signed\":false,\"roothash\":\"" T1 T2 "\"") == 0);
+        CHECK(parse_mutated("\"signed\":false", "\"signed\":false,\"roothash\":\"" T1 "\"") == 0);
+        CHECK(parse_mutated("\"signed\":false", "\"signed\":false,\"roothash\":\"0123\"") == -EBADMSG);
+        CHECK(parse_mutated("\"signed\":false", "\"signed\":false,\"roothash\":\"" T1 "xy\"") == -EBADMSG);
+        CHECK(parse_mutated("\"signed\":false", "\"signed\":false,\"roothash\":\"0123456789ABCDEF0123456789ABCDEF\"") ==
+              -EBADMSG);
+        CHECK(parse_mutated("\"signed\":false", "\"signed\":false,\"roothash\":\" " T1 "\"") == -EBADMSG);
+        CHECK(parse_mutated("\"signed\":false", "\"signed\":false,\"roothash\":12") == -EBADMSG);
 
         /* Tree records. */
         {
@@ -174,6 +186,7 @@ int main(void) {
                 CHECK(back.st.st_size == 12345 && back.st.st_mtim.tv_nsec == 7 && back.stamp == 42);
                 CHECK_STREQ(back.reason, "bad");
                 CHECK(back.root_fd < 0);
+                CHECK(back.roothash == NULL);
                 image_done(&back);
                 /* A worker document lacks the journal's "status": not a journal image. */
                 json_object_put(o);
@@ -181,6 +194,21 @@ int main(void) {
                 CHECK(image_from_json(o, IMAGE_JSON_JOURNAL, &back) == -EBADMSG);
                 CHECK(image_from_json(o, IMAGE_JSON_WORKER, &back) == 0);
                 image_done(&back);
+                json_object_put(o);
+                /* The root hash goes to the journal and to the daemon's cache, not to users. */
+                img.roothash = (char *) T1 T2;
+                o = image_to_json(&img, IMAGE_JSON_JOURNAL);
+                CHECK(o && image_from_json(o, IMAGE_JSON_JOURNAL, &back) == 0);
+                CHECK_STREQ(back.roothash, T1 T2);
+                image_done(&back);
+                json_object_put(o);
+                o = image_to_json(&img, IMAGE_JSON_WORKER);
+                CHECK(o && image_from_json(o, IMAGE_JSON_WORKER, &back) == 0);
+                CHECK_STREQ(back.roothash, T1 T2);
+                image_done(&back);
+                json_object_put(o);
+                o = image_to_json(&img, IMAGE_JSON_PUBLIC);
+                CHECK(o && !json_object_object_get_ex(o, "roothash", NULL));
                 json_object_put(o);
         }
         return tap_finish();

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The decisions, without a kernel: stack_analyze(), plan_transition(), recover_decide() and
- * tree_matches_entry(), for every branch of their tables. */
+/* The decisions, without a kernel: stack_analyze(), plan_transition(), recover_decide(),
+ * tree_matches_entry() and plan_image_same(), for every branch of their tables. */
 #include <stdio.h>
 
 #include "overlay.h"
@@ -366,11 +366,130 @@ static void test_unchanged(void) {
         CHECK(plan_images_unchanged(&now, &rec, IMAGE_CLASS_ALL));
 }
 
+#define RH1 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define RH2 "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+
+/* A merged verity image as the journal has it, and what discovery finds of the same file. */
+static Image verity_image(const char *roothash, ino_t ino) {
+        Image img = image("v", IMAGE_COMPATIBLE, 1);
+
+        img.kind = IMAGE_EROFS;
+        img.verity = VERITY_DM;
+        img.roothash = (char *) roothash;
+        img.st.st_dev = 2049;
+        img.st.st_ino = ino;
+        img.st.st_size = 1 << 20;
+        img.st.st_mtim.tv_sec = 1000 + ino;
+        img.stamp = 500 + ino; /* over its sidecars: new ones for a copy */
+        return img;
+}
+
+static void test_verity_identity(void) {
+        Image rec = verity_image(RH1, 10), now;
+
+        /* The same root hash: a copy to a new inode (new mtime, new sidecars) is the same image. */
+        now = verity_image(RH1, 11);
+        CHECK(plan_image_same(&rec, &now));
+        now = verity_image(RH1, 10);
+        CHECK(plan_image_same(&rec, &now));
+
+        /* Another root hash at the same path: another image, copied or not. */
+        now = verity_image(RH2, 11);
+        CHECK(!plan_image_same(&rec, &now));
+        /* ... even when the file is the very same (only NAME.roothash was replaced; its stamp
+         * kept here to show that the hash alone decides). */
+        now = verity_image(RH2, 10);
+        CHECK(!plan_image_same(&rec, &now));
+
+        /* One side without a root hash: the file's identity decides. */
+        now = verity_image(NULL, 10);
+        CHECK(plan_image_same(&rec, &now));
+        now = verity_image(NULL, 11);
+        CHECK(!plan_image_same(&rec, &now));
+        {
+                Image old = verity_image(NULL, 10); /* recorded before root hashes were */
+
+                now = verity_image(RH1, 10);
+                CHECK(plan_image_same(&old, &now));
+                now = verity_image(RH1, 11);
+                CHECK(!plan_image_same(&old, &now));
+        }
+        /* The file's identity includes the stamp over its sidecars and the mtime. */
+        now = verity_image(NULL, 10);
+        now.stamp = 1;
+        CHECK(!plan_image_same(&rec, &now));
+        now = verity_image(NULL, 10);
+        now.st.st_mtim.tv_nsec = 1;
+        CHECK(!plan_image_same(&rec, &now));
+
+        /* A disk image's root hash comes from its partitions, which discovery does not read: the
+         * file decides, whatever NAME.roothash says. */
+        {
+                Image ddi = verity_image(RH1, 10);
+
+                ddi.kind = IMAGE_DDI;
+                now = verity_image(RH1, 11);
+                CHECK(!plan_image_same(&ddi, &now));
+                now = verity_image(RH2, 10);
+                CHECK(plan_image_same(&ddi, &now));
+        }
+        /* A root hash counts only for an image that was merged (verified). */
+        {
+                Image bad = verity_image(RH1, 10);
+
+                bad.verdict = IMAGE_REFUSED;
+                now = verity_image(RH1, 11);
+                CHECK(!plan_image_same(&bad, &now));
+                bad.verdict = IMAGE_INCOMPATIBLE;
+                CHECK(!plan_image_same(&bad, &now));
+        }
+        /* What the verdict depends on besides the hash: the size, a signature beside it. */
+        now = verity_image(RH1, 11);
+        now.st.st_size += 4096;
+        CHECK(!plan_image_same(&rec, &now));
+        now = verity_image(RH1, 11);
+        now.signature_sidecar = true; /* a signature appeared */
+        CHECK(!plan_image_same(&rec, &now));
+        {
+                Image sig = verity_image(RH1, 10);
+
+                sig.signed_valid = true;
+                now = verity_image(RH1, 11);
+                now.signature_sidecar = true; /* signed, copied with its signature */
+                CHECK(plan_image_same(&sig, &now));
+                now.signature_sidecar = false; /* its signature went */
+                CHECK(!plan_image_same(&sig, &now));
+        }
+
+        /* Never another extension, class or path. */
+        now = verity_image(RH1, 11);
+        now.name = (char *) "w";
+        CHECK(!plan_image_same(&rec, &now));
+        now = verity_image(RH1, 11);
+        now.klass = IMAGE_CLASS_CONFEXT;
+        CHECK(!plan_image_same(&rec, &now));
+        now = verity_image(RH1, 11);
+        now.path = (char *) "/etc/extensions/v.raw";
+        CHECK(!plan_image_same(&rec, &now));
+
+        /* The refresh's question, over lists: a copy among unchanged images is no change. */
+        {
+                Image a = image("a", IMAGE_COMPATIBLE, 1);
+                ImageList l = { .images = (Image[]) { a, verity_image(RH1, 11) }, .n = 2 },
+                          r = { .images = (Image[]) { verity_image(RH1, 10), a }, .n = 2 };
+
+                CHECK(plan_images_unchanged(&l, &r, IMAGE_CLASS_ALL));
+                l.images[1] = verity_image(RH2, 11);
+                CHECK(!plan_images_unchanged(&l, &r, IMAGE_CLASS_ALL));
+        }
+}
+
 int main(void) {
         test_stack_analyze();
         test_plan();
         test_recover();
         test_identity();
         test_unchanged();
+        test_verity_identity();
         return tap_finish();
 }
