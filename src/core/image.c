@@ -1209,13 +1209,42 @@ static void fingerprint_path(int root_fd, const char *path, uint64_t *fp) {
                 stamp_add_u64(fp, 0);
 }
 
+/* Every entry of a version directory, resolved inside the root: the picked one may be a link
+ * whose target comes or goes, which changes nothing in the directory itself. */
+static int fingerprint_version_dir(int root_fd, const char *path, uint64_t *fp) {
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        int dfd;
+
+        dfd = open_directory_at(root_fd, path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (dfd < 0)
+                return 0;
+        d = fdopendir(dfd);
+        if (!d) {
+                safe_close(dfd);
+                return 0;
+        }
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *p = NULL;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                p = path_join(path, de->d_name);
+                if (!p)
+                        return -ENOMEM;
+                fingerprint_path(root_fd, p, fp);
+        }
+        return 0;
+}
+
 int image_discovery_fingerprint(int root_fd, char *const *search_dirs, const char *trusted_dir, uint64_t *ret) {
         uint64_t fp = STAMP_INIT;
         char *const dirs[] = { (char *) trusted_dir, NULL };
 
         /* What a listing depends on, without reading any content: every entry of the search
-         * directories and the trusted certificates, and the host's release files.  For a
-         * directory image, its own inode and its release file (not everything in it). */
+         * directories and of the version directories there, the trusted certificates, and the
+         * host's release files.  For a directory image, its own inode and its release file (not
+         * everything in it). */
         fingerprint_path(root_fd, "usr/lib/os-release", &fp);
         fingerprint_path(root_fd, "etc/os-release", &fp);
         for (int pass = 0; pass < 2; pass++)
@@ -1242,6 +1271,8 @@ int image_discovery_fingerprint(int root_fd, char *const *search_dirs, const cha
                                 if (!p)
                                         return -ENOMEM;
                                 fingerprint_path(root_fd, p, &fp);
+                                if (pass == 0 && endswith(de->d_name, ".v") && fingerprint_version_dir(root_fd, p, &fp) < 0)
+                                        return -ENOMEM;
                                 if (pass == 0 && asprintf(&rel, "%s/usr/lib/extension-release.d/extension-release.%s", p,
                                                           de->d_name) >= 0)
                                         fingerprint_path(root_fd, rel, &fp);

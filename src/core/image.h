@@ -165,6 +165,7 @@ int image_probe(Image *img, const ProbeContext *ctx);
 void image_release(Image *img);
 
 /* A hash over what a listing of the images depends on, read without opening any content:
- * the search directories' entries, the trusted certificates and the host's release files.
+ * the search directories' entries (a version directory's each, followed inside the root),
+ * the trusted certificates and the host's release files.
  * Never 0. */
 int image_discovery_fingerprint(int root_fd, char *const *search_dirs, const char *trusted_dir, uint64_t *ret);

@@ -225,6 +225,16 @@ static void test_discover(void) {
         }
         CHECK(find(&l, "none") == NULL);
 
+        /* The target of a picked link appearing changes the fingerprint (the daemon's cached
+         * listing is not reused): the version directory itself does not change. */
+        {
+                uint64_t before = 0, after = 0;
+                CHECK(image_discovery_fingerprint(root, search, "etc/verity.d", &before) == 0);
+                CHECK(mkfile(root, "srv/missing.raw") == 0);
+                CHECK(image_discovery_fingerprint(root, search, "etc/verity.d", &after) == 0);
+                CHECK(before != after);
+        }
+
         /* A top-level link out of the root keeps its words. */
         image_list_free(&l);
         l = (ImageList) {};
