@@ -6,8 +6,11 @@
  * with openat2(RESOLVE_IN_ROOT), so an absolute or ../ symlink stays inside the root, and
  * fds are passed on rather than paths re-opened.
  *
- * Discovery only reads directories and looks at the type of entries (O_PATH).  Probing
- * then, per image:
+ * Discovery only reads directories and looks at the type of entries (O_PATH).  A version
+ * directory (NAME.v, systemd.v(7)) gives one entry, picked by its name alone; that entry is
+ * then judged as an entry of a search directory is (a symlink that leads nowhere inside the
+ * root, or to no image, makes the image refused, naming NAME.v/ENTRY) and never replaced by
+ * an older version.  Probing then, per image:
  *   directory: a detached bind of it (open_tree on the resolved fd), its extension-release;
  *   raw file:  reopened for reading only once it is known to be a regular file; the file
  *              system recognised with libblkid (by content, never by suffix), its size
@@ -602,7 +605,13 @@ int image_version_entry_problem(const char *vdir, const char *entry, const char 
         else if (want_dir ? S_ISDIR(mode) : S_ISREG(mode)) {
                 *ret = NULL;
                 return 0;
-        } else if (target)
+        } else if (S_ISLNK(mode))
+                /* Opened without following it: the walk that stands in for openat2(). */
+                r = asprintf(ret,
+                             "%s is a symbolic link to %s, not followed: openat2() is not allowed here, and without "
+                             "it no symbolic link is",
+                             shown, strna(target));
+        else if (target)
                 r = asprintf(ret, "%s is a symbolic link to %s, which is %s, not %s (the versions in %s are %s)", shown,
                              target, inode_type_name(mode), expected, vdir, want_dir ? "directories" : "image files");
         else

@@ -148,8 +148,9 @@ int image_version_pick(char *const *entries, const char *name, const char *suffi
  * uses ("cannot open app.raw.v/app_2.raw: it is a symbolic link to /tmp/x, which does not exist
  * under the root (links are resolved inside it)"), or NULL in *ret when it can.  target: what
  * the entry links to (NULL: it is no symbolic link); error: how opening it inside the root
- * failed, 0 when it opened and mode is what it resolves to; want_dir: vdir holds directory
- * images (NAME.v), not image files. */
+ * failed, 0 when it opened and mode is what it resolves to (a symbolic link where openat2() is
+ * not allowed and links are not followed); want_dir: vdir holds directory images (NAME.v), not
+ * image files. */
 int image_version_entry_problem(const char *vdir, const char *entry, const char *target, int error, mode_t mode,
                                 bool want_dir, char **ret);
 

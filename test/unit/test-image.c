@@ -93,6 +93,10 @@ static void test_problem(void) {
         check_problem("app.raw.v", "app_2.raw", "/dev/null", 0, S_IFCHR, false,
                       "app.raw.v/app_2.raw is a symbolic link to /dev/null, which is a character device, not an "
                       "image file (the versions in app.raw.v are image files)");
+        /* Where openat2() is not allowed, the walk that stands in opens the link itself. */
+        check_problem("app.raw.v", "app_2.raw", "/srv/app.raw", 0, S_IFLNK, false,
+                      "app.raw.v/app_2.raw is a symbolic link to /srv/app.raw, not followed: openat2() is not allowed "
+                      "here, and without it no symbolic link is");
         /* The same without a link. */
         check_problem("app.raw.v", "app_2.raw", NULL, 0, S_IFIFO, false,
                       "app.raw.v/app_2.raw is a FIFO, not an image file (the versions in app.raw.v are image files)");
