@@ -8,8 +8,11 @@
  *
  * Discovery reads directories and looks at the type of entries (O_PATH); of a raw image it
  * reads only the root hash in its NAME.roothash sidecar (size-limited, a regular file only),
- * which tells a refresh whether a new file is a copy of the image merged.  Probing then, per
- * image:
+ * which tells a refresh whether a new file is a copy of the image merged.  A version
+ * directory (NAME.v, systemd.v(7)) gives one entry, picked by its name alone; that entry is
+ * then judged as an entry of a search directory is (a symlink that leads nowhere inside the
+ * root, or to no image, makes the image refused, naming NAME.v/ENTRY) and never replaced by
+ * an older version.  Probing then, per image:
  *   directory: a detached bind of it (open_tree on the resolved fd), its extension-release;
  *   raw file:  reopened for reading only once it is known to be a regular file; the file
  *              system recognised with libblkid (by content, never by suffix), its size
@@ -379,21 +382,31 @@ static int refuse(Image *img, ImageVerdict v, const char *fmt, ...) {
         return 0;
 }
 
+/* "cannot open ENTRY: it is a symbolic link to TARGET, which does not exist ...": the same
+ * words for an entry of a search directory and one of a version directory. */
+static int dangling_reason(const char *shown, const char *target, char **ret) {
+        if (asprintf(ret, "cannot open %s: it is a symbolic link to %s, which does not exist %s", shown, target,
+                     target[0] == '/' ? "under the root (links are resolved inside it)" : "inside the root") < 0) {
+                *ret = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 /* An entry that is a symlink leading nowhere inside the root: name where it points (resolved
  * inside the root, so an absolute target names a path under the root, not on the host).  Kept
  * raw, as every reason is: whatever shows it (log, terminal, bus) escapes it. */
-static void refuse_dangling(Image *img, int dir_fd, const char *entry) {
+static int refuse_dangling(Image *img, int dir_fd, const char *entry) {
+        _cleanup_free_ char *reason = NULL;
         char target[PATH_MAX];
         ssize_t n = readlinkat(dir_fd, entry, target, sizeof(target) - 1);
 
-        if (n < 0) {
-                refuse(img, IMAGE_REFUSED, "cannot open %s: it is a symbolic link to nothing", entry);
-                return;
-        }
+        if (n < 0)
+                return refuse(img, IMAGE_REFUSED, "cannot open %s: it is a symbolic link to nothing", entry);
         target[n] = '\0';
-        refuse(img, IMAGE_REFUSED, "cannot open %s: it is a symbolic link to %s, which does not exist %s", entry,
-               target, target[0] == '/' ? "under the root (links are resolved inside it)"
-                                                           : "inside the root");
+        if (dangling_reason(entry, target, &reason) < 0)
+                return -ENOMEM;
+        return refuse(img, IMAGE_REFUSED, "%s", reason);
 }
 
 static int refuse_by_policy(Image *img, const char *fmt, ...) {
@@ -465,9 +478,7 @@ static bool architecture_known(const char *a) {
         return false;
 }
 
-static const char *architecture_secondary(void) {
-        const char *native = release_native_architecture();
-
+static const char *architecture_secondary(const char *native) {
         return streq(native, "x86-64") ? "x86" : streq(native, "arm64") ? "arm" : NULL;
 }
 
@@ -479,8 +490,8 @@ typedef struct Candidate {
 } Candidate;
 
 /* NAME_VERSION[_ARCH][+LEFT[-DONE]]SUFFIX, as systemd.v(7) has it.  0: not an entry of
- * this image or for another architecture. */
-static int parse_candidate(const char *entry, const char *name, const char *suffix, Candidate *ret) {
+ * this image or for another architecture than native (or its secondary one). */
+static int parse_candidate(const char *entry, const char *name, const char *suffix, const char *native, Candidate *ret) {
         _cleanup_free_ char *mid = NULL;
         const char *rest = startswith(entry, name);
         char *plus, *us;
@@ -514,9 +525,9 @@ static int parse_candidate(const char *entry, const char *name, const char *suff
         }
         us = strrchr(mid, '_');
         if (us && architecture_known(us + 1)) {
-                if (streq(us + 1, release_native_architecture()))
+                if (streq(us + 1, native))
                         rank = 2;
-                else if (streq_ptr(us + 1, architecture_secondary()))
+                else if (streq_ptr(us + 1, architecture_secondary(native)))
                         rank = 1;
                 else
                         return 0; /* another architecture's */
@@ -549,39 +560,24 @@ static bool candidate_better(const Candidate *a, const Candidate *b) {
         return strcmp(a->entry, b->entry) > 0;
 }
 
-/* The one entry of a NAME[SUFFIX].v directory to use: the newest version for this machine
- * (systemd.v(7)); older ones are not tried when it does not fit.  0: none. */
-static int pick_version(int root_fd, const char *vrel, const char *name, const char *suffix, bool want_dir, char **ret) {
-        _cleanup_closedir_ DIR *d = NULL;
+int image_version_pick(char *const *entries, const char *name, const char *suffix, const char *native_arch, char **ret) {
         Candidate best = {};
-        struct dirent *de;
-        int dfd, r;
 
-        dfd = open_directory_at(root_fd, vrel, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
-        if (dfd < 0)
-                return dfd;
-        d = fdopendir(dfd);
-        if (!d) {
-                safe_close(dfd);
-                return negative_errno();
-        }
-        while ((de = readdir(d))) {
-                _cleanup_free_ char *rel = NULL;
-                _cleanup_close_ int fd = -EBADF;
+        STRV_FOREACH(e, entries) {
                 Candidate c = {};
-                struct stat st;
+                int r;
 
-                if (de->d_name[0] == '.')
+                if ((*e)[0] == '.' || is_sidecar(*e))
                         continue;
-                r = parse_candidate(de->d_name, name, suffix, &c);
-                if (r < 0)
+                r = parse_candidate(*e, name, suffix, native_arch, &c);
+                if (r < 0) {
+                        free(best.entry);
+                        free(best.version);
                         return r;
+                }
                 if (r == 0)
                         continue;
-                rel = path_join(vrel, de->d_name);
-                fd = rel ? openat_resolve(root_fd, rel, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) : -ENOMEM;
-                if (fd < 0 || fstat(fd, &st) < 0 || (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) ||
-                    (best.entry && !candidate_better(&c, &best))) {
+                if (best.entry && !candidate_better(&c, &best)) {
                         free(c.entry);
                         free(c.version);
                         continue;
@@ -594,6 +590,119 @@ static int pick_version(int root_fd, const char *vrel, const char *name, const c
         if (!best.entry)
                 return 0;
         *ret = best.entry;
+        return 1;
+}
+
+int image_version_entry_problem(const char *vdir, const char *entry, const char *target, int error, mode_t mode,
+                                bool want_dir, char **ret) {
+        _cleanup_free_ char *shown = path_join(vdir, entry);
+        const char *expected = want_dir ? "a directory" : "an image file";
+        int r;
+
+        if (!shown)
+                return -ENOMEM;
+        if (error == -ENOENT && target)
+                return dangling_reason(shown, target, ret);
+        if (error < 0)
+                r = asprintf(ret, "cannot open %s: %s", shown, strerror(-error));
+        else if (want_dir ? S_ISDIR(mode) : S_ISREG(mode)) {
+                *ret = NULL;
+                return 0;
+        } else if (S_ISLNK(mode))
+                /* Opened without following it: the walk that stands in for openat2(). */
+                r = asprintf(ret,
+                             "%s is a symbolic link to %s, not followed: openat2() is not allowed here, and without "
+                             "it no symbolic link is",
+                             shown, strna(target));
+        else if (target)
+                r = asprintf(ret, "%s is a symbolic link to %s, which is %s, not %s (the versions in %s are %s)", shown,
+                             target, inode_type_name(mode), expected, vdir, want_dir ? "directories" : "image files");
+        else
+                r = asprintf(ret, "%s is %s, not %s (the versions in %s are %s)", shown, inode_type_name(mode), expected,
+                             vdir, want_dir ? "directories" : "image files");
+        if (r < 0) {
+                *ret = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* The names in a version directory (vfd, read through a copy of the fd). */
+static int version_entries(int vfd, char ***ret) {
+        _cleanup_strv_free_ char **l = NULL;
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        int dfd;
+
+        dfd = openat(vfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return negative_errno();
+        d = fdopendir(dfd);
+        if (!d) {
+                safe_close(dfd);
+                return negative_errno();
+        }
+        errno = 0;
+        while ((de = readdir(d))) {
+                if (strv_extend(&l, de->d_name) < 0)
+                        return -ENOMEM;
+                errno = 0;
+        }
+        if (errno != 0)
+                return negative_errno();
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+/* The entry of a version directory to use and, when it cannot be an image, why (see
+ * image_version_pick() and image_version_entry_problem()).  fd and st: the entry opened
+ * (O_PATH) inside the root, or a negative errno and zeros.  0: no entry for this machine. */
+static int pick_version(int root_fd, const char *sd, const char *vdir, const char *name, const char *suffix, bool want_dir,
+                        char **ret_entry, int *ret_fd, struct stat *ret_st, char **ret_problem) {
+        _cleanup_free_ char *vrel = path_join(sd, vdir), *picked = NULL, *rel = NULL;
+        _cleanup_strv_free_ char **entries = NULL;
+        _cleanup_close_ int vfd = -EBADF, fd = -EBADF;
+        char target[PATH_MAX];
+        const char *link = NULL;
+        struct stat st = {};
+        ssize_t n;
+        int r;
+
+        if (!vrel)
+                return -ENOMEM;
+        vfd = open_directory_at(root_fd, vrel, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (vfd < 0)
+                return vfd;
+        r = version_entries(vfd, &entries);
+        if (r < 0)
+                return r;
+        r = image_version_pick(entries, name, suffix, release_native_architecture(), &picked);
+        if (r <= 0)
+                return r;
+
+        /* What the picked entry is, resolved inside the root; what it links to is read
+         * through the version directory's fd (its path may hold symlinks of the root's). */
+        rel = path_join(vrel, picked);
+        if (!rel)
+                return -ENOMEM;
+        fd = openat_resolve(root_fd, rel, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (fd >= 0 && fstat(fd, &st) < 0) {
+                r = negative_errno();
+                safe_close(fd);
+                fd = r;
+                st = (struct stat) {};
+        }
+        n = readlinkat(vfd, picked, target, sizeof(target) - 1);
+        if (n >= 0) {
+                target[n] = '\0';
+                link = target;
+        }
+        r = image_version_entry_problem(vdir, picked, link, fd < 0 ? fd : 0, st.st_mode, want_dir, ret_problem);
+        if (r < 0)
+                return r;
+        *ret_entry = TAKE_PTR(picked);
+        *ret_fd = TAKE_FD(fd);
+        *ret_st = st;
         return 1;
 }
 
@@ -643,7 +752,7 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                 }
 
                 while ((de = readdir(d))) {
-                        _cleanup_free_ char *name = NULL, *rel = NULL, *picked = NULL, *entry_path = NULL;
+                        _cleanup_free_ char *name = NULL, *rel = NULL, *picked = NULL, *entry_path = NULL, *problem = NULL;
                         _cleanup_close_ int fd = -EBADF;
                         struct stat st = {};
                         const char *invalid, *entry = de->d_name;
@@ -671,7 +780,13 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                                 r = versioned_name(de->d_name, klass, &name, &suffix, &want_dir);
                                 if (r < 0)
                                         return r;
-                                r = pick_version(root_fd, rel, name, suffix, want_dir, &picked);
+                                /* The newest entry for this machine, by name; what it is
+                                 * (a symlink out of the root or to no image, say) makes
+                                 * the image refused below, with the reason in problem. */
+                                fd = safe_close(fd);
+                                st = (struct stat) {};
+                                r = pick_version(root_fd, *sd, de->d_name, name, suffix, want_dir, &picked, &fd, &st,
+                                                 &problem);
                                 if (r == -ENOMEM)
                                         return r;
                                 if (r <= 0)
@@ -680,12 +795,6 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                                 if (!entry_path)
                                         return -ENOMEM;
                                 entry = entry_path;
-                                free(rel);
-                                rel = path_join(*sd, entry);
-                                safe_close(fd);
-                                fd = rel ? openat_resolve(root_fd, rel, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) : -ENOMEM;
-                                if (fd >= 0 && fstat(fd, &st) < 0)
-                                        fd = safe_close(fd);
                         } else if (fd >= 0 && S_ISDIR(st.st_mode))
                                 name = dir_name(de->d_name, klass);
                         else if (raw)
@@ -713,9 +822,13 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                         invalid = image_name_invalid_reason(name);
                         if (invalid)
                                 refuse(img, IMAGE_REFUSED, "%s", invalid);
-                        else if (fd == -ENOENT)
-                                refuse_dangling(img, dirfd(d), entry);
-                        else if (fd < 0)
+                        else if (problem)
+                                refuse(img, IMAGE_REFUSED, "%s", problem);
+                        else if (fd == -ENOENT) {
+                                r = refuse_dangling(img, dirfd(d), entry);
+                                if (r < 0)
+                                        return r;
+                        } else if (fd < 0)
                                 refuse(img, IMAGE_REFUSED, "cannot open %s: %s", entry, strerror(-fd));
                         else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
                                 refuse(img, IMAGE_REFUSED, "%s is %s, not an image file or directory", entry,
@@ -1122,13 +1235,42 @@ static void fingerprint_path(int root_fd, const char *path, uint64_t *fp) {
                 stamp_add_u64(fp, 0);
 }
 
+/* Every entry of a version directory, resolved inside the root: the picked one may be a link
+ * whose target comes or goes, which changes nothing in the directory itself. */
+static int fingerprint_version_dir(int root_fd, const char *path, uint64_t *fp) {
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        int dfd;
+
+        dfd = open_directory_at(root_fd, path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (dfd < 0)
+                return 0;
+        d = fdopendir(dfd);
+        if (!d) {
+                safe_close(dfd);
+                return 0;
+        }
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *p = NULL;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                p = path_join(path, de->d_name);
+                if (!p)
+                        return -ENOMEM;
+                fingerprint_path(root_fd, p, fp);
+        }
+        return 0;
+}
+
 int image_discovery_fingerprint(int root_fd, char *const *search_dirs, const char *trusted_dir, uint64_t *ret) {
         uint64_t fp = STAMP_INIT;
         char *const dirs[] = { (char *) trusted_dir, NULL };
 
         /* What a listing depends on, without reading any content: every entry of the search
-         * directories and the trusted certificates, and the host's release files.  For a
-         * directory image, its own inode and its release file (not everything in it). */
+         * directories and of the version directories there, the trusted certificates, and the
+         * host's release files.  For a directory image, its own inode and its release file (not
+         * everything in it). */
         fingerprint_path(root_fd, "usr/lib/os-release", &fp);
         fingerprint_path(root_fd, "etc/os-release", &fp);
         for (int pass = 0; pass < 2; pass++)
@@ -1155,6 +1297,8 @@ int image_discovery_fingerprint(int root_fd, char *const *search_dirs, const cha
                                 if (!p)
                                         return -ENOMEM;
                                 fingerprint_path(root_fd, p, &fp);
+                                if (pass == 0 && endswith(de->d_name, ".v") && fingerprint_version_dir(root_fd, p, &fp) < 0)
+                                        return -ENOMEM;
                                 if (pass == 0 && asprintf(&rel, "%s/usr/lib/extension-release.d/extension-release.%s", p,
                                                           de->d_name) >= 0)
                                         fingerprint_path(root_fd, rel, &fp);

@@ -133,10 +133,33 @@ const char *image_name_invalid_reason(const char *name);
 /* Lists images in the search directories below root_fd (relative paths such as
  * "etc/extensions", each resolved inside the root); the first directory that has a name
  * wins.  root_prefix is prepended to paths for display.  Entries that cannot be images
- * (a FIFO, a device or a socket named NAME.raw, an invalid name) are listed as refused, with
- * the reason.  No image is opened for reading; of a raw image's sidecars, NAME.roothash is
- * read (roothash). */
+ * (a FIFO, a device or a socket named NAME.raw, an invalid name, a symlink that leads
+ * nowhere inside the root, the picked entry of a version directory that is no image) are
+ * listed as refused, with the reason.  No image is opened for reading; of a raw image's
+ * sidecars, NAME.roothash is read (roothash). */
 int image_discover(int root_fd, const char *root_prefix, char *const *search_dirs, ImageClass klass, ImageList *ret);
+
+/* Version directories (systemd.v(7)): NAME.v holds directory images, NAME.raw.v and
+ * NAME.sysext.raw.v image files, each named NAME_VERSION[_ARCH][+LEFT[-DONE]][SUFFIX].
+ *
+ * Of the names in such a directory (NULL-terminated), the one sysextd uses: of those for this
+ * machine (for native_arch, its secondary architecture or none), one with tries left before one
+ * without, then the newest version, the native architecture, the most tries left, the fewest
+ * done.  Chosen by name alone, as systemd.v(7) does: what the entry is never changes the pick,
+ * and an older version never stands in for a newest one that cannot be used (it is refused,
+ * see below), as none does for one that turns out incompatible.  Names starting with a dot
+ * and sidecars are not versions.  1 and the name, or 0 when none is for this machine. */
+int image_version_pick(char *const *entries, const char *name, const char *suffix, const char *native_arch, char **ret);
+
+/* Why the picked entry of version directory vdir cannot be an image, in the words the top level
+ * uses ("cannot open app.raw.v/app_2.raw: it is a symbolic link to /tmp/x, which does not exist
+ * under the root (links are resolved inside it)"), or NULL in *ret when it can.  target: what
+ * the entry links to (NULL: it is no symbolic link); error: how opening it inside the root
+ * failed, 0 when it opened and mode is what it resolves to (a symbolic link where openat2() is
+ * not allowed and links are not followed); want_dir: vdir holds directory images (NAME.v), not
+ * image files. */
+int image_version_entry_problem(const char *vdir, const char *entry, const char *target, int error, mode_t mode,
+                                bool want_dir, char **ret);
 
 /* Appends the images of b to a (taking them); a stays ordered class by class. */
 int image_list_append(ImageList *a, ImageList *b);
@@ -150,6 +173,7 @@ int image_probe(Image *img, const ProbeContext *ctx);
 void image_release(Image *img);
 
 /* A hash over what a listing of the images depends on, read without opening any content:
- * the search directories' entries, the trusted certificates and the host's release files.
+ * the search directories' entries (a version directory's each, followed inside the root),
+ * the trusted certificates and the host's release files.
  * Never 0. */
 int image_discovery_fingerprint(int root_fd, char *const *search_dirs, const char *trusted_dir, uint64_t *ret);

@@ -7,7 +7,11 @@
 #     --image-policy= (systemd's syntax), options after the verb, help as a verb;
 #   - $SYSTEMD_SYSEXT_HIERARCHIES;
 #   - ID_LIKE both ways, .v directories (the newest version for this machine), NAME.sysext.raw,
-#     an empty directory masking an image of a later search directory.
+#     an empty directory masking an image of a later search directory;
+#   - a newest .v entry that is a symbolic link out of the root (absolute, or ../ escaping),
+#     dangling, or to a directory where image files are: listed as refused naming the entry,
+#     with the reason; no older version stands in; a refresh keeps the merged tree; a link
+#     to an image inside the root is that image.
 set -euo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -265,3 +269,89 @@ assert_ok "merge with the mask gone"
 assert_file_content "$R/usr/share/app/version" "1.10 for $arch"
 run_sysextd unmerge
 assert_ok unmerge
+
+check ".v directories: a newest entry that is a symbolic link out of the root, dangling or to no image is refused, naming it; no older version stands in and the merged tree stays"
+outside=$(mktemp -d /tmp/sysextd-vdir.XXXXXX)
+on_exit "rm -rf '$outside'"
+t=$(ext_tree app "$WORK/src/app-escaped")
+ext_file "$t" usr/share/app/version "escaped the root"
+mk_erofs "$t" "$outside/app.raw"
+mkdir -p "$R/srv/notimage/usr/share/app"
+echo "not an image" >"$R/srv/notimage/usr/share/app/version"
+t=$(ext_tree other)
+ext_file "$t" usr/share/other/f other
+mk_dir "$t" "$E/other"
+v=$E/app.raw.v/app_20.raw
+run_sysextd merge
+assert_ok "merge before the links"
+assert_file_content "$R/usr/share/app/version" "1.10 for $arch"
+for c in absolute relative dangling directory; do
+	case $c in
+	absolute)
+		ln -s "$outside/app.raw" "$v"
+		want="cannot open app.raw.v/app_20.raw: it is a symbolic link to $outside/app.raw, which does not exist under the root (links are resolved inside it)" ;;
+	relative)
+		# From $E/app.raw.v on the host this reaches $outside/app.raw; inside the root ".."
+		# stops at the root.
+		ln -s "../../../../../../../../..$outside/app.raw" "$v"
+		want="cannot open app.raw.v/app_20.raw: it is a symbolic link to ../../../../../../../../..$outside/app.raw, which does not exist inside the root" ;;
+	dangling)
+		ln -s app_gone.raw "$v"
+		want="cannot open app.raw.v/app_20.raw: it is a symbolic link to app_gone.raw, which does not exist inside the root" ;;
+	directory)
+		ln -s /srv/notimage "$v"
+		want="app.raw.v/app_20.raw is a symbolic link to /srv/notimage, which is a directory, not an image file (the versions in app.raw.v are image files)" ;;
+	esac
+	id=$(findmnt -n -o ID --mountpoint "$R/usr")
+
+	run_sysextd --json list
+	assert_ok "list ($c link)"
+	assert_eq "$(json_q "$OUT" '[(i["status"], i["path"], i.get("reason")) for i in d if i["name"] == "app"]')" \
+		"$(python3 -c 'import json, sys; print(json.dumps([["refused", sys.argv[1], sys.argv[2]]]))' "$v" "$want")" \
+		"app with app_20.raw a $c link: refused, the entry and the reason named"
+	run_sysextd list
+	assert_ok "list ($c link)"
+	assert_contains "$OUT" "$v" "list names the entry ($c link)"
+	assert_contains "$OUT" "refused: $want" "list gives the reason ($c link)"
+
+	# Merged: a refresh keeps the current tree (a broken update of a live extension).
+	run_sysextd refresh
+	assert_failed "refresh with app_20.raw a $c link"
+	assert_contains "$ERR" "$want" "refresh gives the reason ($c link)"
+	assert_contains "$ERR" "the current tree stays" "refresh ($c link)"
+	assert_eq "$(findmnt -n -o ID --mountpoint "$R/usr")" "$id" "the merged /usr after the refresh ($c link)"
+	assert_file_content "$R/usr/share/app/version" "1.10 for $arch"
+	assert_file_content "$R/usr/share/other/f" other
+
+	# Not merged: app is skipped, app_1.10 does not stand in for it, nothing escapes.
+	run_sysextd unmerge
+	assert_ok "unmerge ($c link)"
+	run_sysextd merge
+	assert_ok "merge next to app_20.raw a $c link"
+	assert_contains "$ERR" "$want" "merge gives the reason ($c link)"
+	assert_file_content "$R/usr/share/other/f" other
+	assert_missing "$R/usr/share/app/version"
+	run_sysextd unmerge
+	assert_ok "unmerge ($c link)"
+
+	rm "$v"
+	run_sysextd merge
+	assert_ok "merge with the $c link gone"
+	assert_file_content "$R/usr/share/app/version" "1.10 for $arch"
+done
+
+check ".v directories: a newest entry that links to an image inside the root is that image"
+t=$(ext_tree app "$WORK/src/app-20")
+ext_file "$t" usr/share/app/version "20 through a link"
+mk_erofs "$t" "$R/srv/app-20.raw"
+ln -s /srv/app-20.raw "$v"
+run_sysextd --json list
+assert_eq "$(json_q "$OUT" '[(i["status"], i["path"]) for i in d if i["name"] == "app"]')" "[[\"compatible\", \"$v\"]]" \
+	"app with app_20.raw a link inside the root"
+run_sysextd refresh
+assert_ok "refresh to the linked app_20.raw"
+assert_file_content "$R/usr/share/app/version" "20 through a link"
+assert_file_content "$R/usr/share/other/f" other
+run_sysextd unmerge
+assert_ok unmerge
+rm -rf "$v" "$E/other" "$R/srv/notimage" "$R/srv/app-20.raw"

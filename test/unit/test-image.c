@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Version directories (systemd.v(7)): which entry is picked (by name alone), why a picked
+ * entry cannot be an image, and what discovery lists for each, on a tree made here (nothing
+ * is mounted: discovery only reads directories). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "fileio.h"
+#include "image.h"
+#include "tests.h"
+#include "util.h"
+
+static char *pick(const char *list, const char *name, const char *suffix, const char *native) {
+        _cleanup_strv_free_ char **l = NULL;
+        char *picked = NULL;
+
+        if (strv_split(list, " ", &l) < 0 || image_version_pick(l, name, suffix, native, &picked) <= 0)
+                return NULL;
+        return picked;
+}
+
+static void check_pick(const char *list, const char *name, const char *suffix, const char *native, const char *want) {
+        _cleanup_free_ char *got = pick(list, name, suffix, native);
+
+        if (want)
+                CHECK_STREQ(got, want);
+        else
+                CHECK(got == NULL);
+}
+
+static void test_pick(void) {
+        /* The newest version, compared as versions. */
+        check_pick("app_1.2.raw app_1.10.raw app_1.9.raw", "app", ".raw", "x86-64", "app_1.10.raw");
+        /* This machine's architecture before none, and before the secondary one; another's
+         * never; tries used up last. */
+        check_pick("app_1.10.raw app_1.10_x86-64.raw app_9_arm64.raw app_8+0-3.raw", "app", ".raw", "x86-64",
+                   "app_1.10_x86-64.raw");
+        check_pick("app_2_x86.raw app_1_x86-64.raw", "app", ".raw", "x86-64", "app_2_x86.raw");
+        check_pick("app_2_x86.raw app_2_x86-64.raw", "app", ".raw", "x86-64", "app_2_x86-64.raw");
+        check_pick("app_2_x86.raw", "app", ".raw", "arm64", NULL);
+        check_pick("app_3+0.raw app_2.raw", "app", ".raw", "x86-64", "app_2.raw");
+        check_pick("app_3+0.raw", "app", ".raw", "x86-64", "app_3+0.raw");
+        /* Other images, hidden entries, sidecars and other suffixes are no versions. */
+        check_pick("application_2.raw app.raw .app_9.raw app_9.roothash app_9.raw.tmp app_5.img", "app", ".raw",
+                   "x86-64", NULL);
+        check_pick("dirext_1 dirext_2 dirext_3.roothash dirext_4.verity .dirext_5", "dirext", "", "x86-64", "dirext_2");
+        check_pick("app_1.raw app_2.sysext.raw", "app", ".sysext.raw", "x86-64", "app_2.sysext.raw");
+        check_pick("", "app", ".raw", "x86-64", NULL);
+}
+
+static void check_problem(const char *vdir, const char *entry, const char *target, int error, mode_t mode, bool want_dir,
+                          const char *want) {
+        _cleanup_free_ char *got = NULL;
+
+        CHECK(image_version_entry_problem(vdir, entry, target, error, mode, want_dir, &got) == 0);
+        if (want)
+                CHECK_STREQ(got, want);
+        else
+                CHECK(got == NULL);
+}
+
+static void test_problem(void) {
+        /* Usable: a file in NAME.raw.v, a directory in NAME.v, through a link or not. */
+        check_problem("app.raw.v", "app_2.raw", NULL, 0, S_IFREG, false, NULL);
+        check_problem("app.raw.v", "app_2.raw", "/srv/app.raw", 0, S_IFREG, false, NULL);
+        check_problem("dirext.v", "dirext_2", "../../../../srv/dirext", 0, S_IFDIR, true, NULL);
+
+        /* A link out of the root, or dangling inside it: the words of the top level. */
+        check_problem("app.raw.v", "app_2.raw", "/tmp/x", -ENOENT, 0, false,
+                      "cannot open app.raw.v/app_2.raw: it is a symbolic link to /tmp/x, which does not exist under the "
+                      "root (links are resolved inside it)");
+        check_problem("app.raw.v", "app_2.raw", "../../../../../../tmp/x.raw", -ENOENT, 0, false,
+                      "cannot open app.raw.v/app_2.raw: it is a symbolic link to ../../../../../../tmp/x.raw, which does "
+                      "not exist inside the root");
+        check_problem("app.raw.v", "app_2.raw", "app_gone.raw", -ENOENT, 0, false,
+                      "cannot open app.raw.v/app_2.raw: it is a symbolic link to app_gone.raw, which does not exist "
+                      "inside the root");
+        check_problem("app.raw.v", "app_2.raw", "app_2.raw", -ELOOP, 0, false,
+                      "cannot open app.raw.v/app_2.raw: Too many levels of symbolic links");
+
+        /* A link to something that is no image of the kind the directory holds. */
+        check_problem("app.raw.v", "app_2.raw", "/srv/notimage", 0, S_IFDIR, false,
+                      "app.raw.v/app_2.raw is a symbolic link to /srv/notimage, which is a directory, not an image "
+                      "file (the versions in app.raw.v are image files)");
+        check_problem("dirext.v", "dirext_2", "/srv/file", 0, S_IFREG, true,
+                      "dirext.v/dirext_2 is a symbolic link to /srv/file, which is a regular file, not a directory "
+                      "(the versions in dirext.v are directories)");
+        check_problem("app.raw.v", "app_2.raw", "/dev/null", 0, S_IFCHR, false,
+                      "app.raw.v/app_2.raw is a symbolic link to /dev/null, which is a character device, not an "
+                      "image file (the versions in app.raw.v are image files)");
+        /* Where openat2() is not allowed, the walk that stands in opens the link itself. */
+        check_problem("app.raw.v", "app_2.raw", "/srv/app.raw", 0, S_IFLNK, false,
+                      "app.raw.v/app_2.raw is a symbolic link to /srv/app.raw, not followed: openat2() is not allowed "
+                      "here, and without it no symbolic link is");
+        /* The same without a link. */
+        check_problem("app.raw.v", "app_2.raw", NULL, 0, S_IFIFO, false,
+                      "app.raw.v/app_2.raw is a FIFO, not an image file (the versions in app.raw.v are image files)");
+}
+
+/* ---- discovery, on a tree made here ---- */
+
+static int mkfile(int dfd, const char *path) {
+        int fd = openat(dfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -1;
+        close(fd);
+        return 0;
+}
+
+static const Image *find(const ImageList *l, const char *name) {
+        for (size_t i = 0; i < l->n; i++)
+                if (streq(l->images[i].name, name))
+                        return &l->images[i];
+        return NULL;
+}
+
+static void check_listed(const ImageList *l, const char *name, const char *rel, ImageVerdict verdict, const char *reason) {
+        const Image *img = find(l, name);
+
+        CHECK(img != NULL);
+        if (!img)
+                return;
+        CHECK_STREQ(img->rel, rel);
+        CHECK(img->verdict == verdict);
+        if (reason)
+                CHECK_STREQ(img->reason, reason);
+        else
+                CHECK(img->reason == NULL);
+}
+
+static void test_discover(void) {
+        char tmpl[] = "/tmp/test-image-XXXXXX";
+        char *dir = mkdtemp(tmpl);
+        _cleanup_free_ char *outside = NULL, *escape = NULL, *root_path = NULL, *want = NULL;
+        char *const search[] = { (char *) "var/lib/extensions", NULL }, *const search_top[] = { (char *) "etc/extensions", NULL };
+        _cleanup_image_list_ ImageList l = {};
+        int root;
+
+        CHECK(dir != NULL);
+        if (!dir)
+                return;
+        /* The root is DIR/root; DIR/outside.raw is a file on the host but out of the root. */
+        root_path = path_join(dir, "root");
+        outside = path_join(dir, "outside.raw");
+        CHECK(root_path && outside);
+        CHECK(asprintf(&escape, "../../../../../../../../..%s", outside) > 0);
+        CHECK(mkfile(AT_FDCWD, outside) == 0);
+        CHECK(mkdir(root_path, 0755) == 0);
+        root = open(root_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(root >= 0);
+        CHECK(mkdir_p_at(root, "srv/notimage", 0755) == 0);
+        CHECK(mkdir_p_at(root, "srv/dirext", 0755) == 0);
+        CHECK(mkfile(root, "srv/good.raw") == 0);
+        CHECK(mkdir_p_at(root, "var/lib/extensions", 0755) == 0);
+
+        /* Each newest entry a link; an older, usable version beside most. */
+        CHECK(mkdir_p_at(root, "var/lib/extensions/abs.raw.v", 0755) == 0);
+        CHECK(mkfile(root, "var/lib/extensions/abs.raw.v/abs_1.raw") == 0);
+        CHECK(symlinkat(outside, root, "var/lib/extensions/abs.raw.v/abs_2.raw") == 0);
+        CHECK(mkdir_p_at(root, "var/lib/extensions/rel.raw.v", 0755) == 0);
+        CHECK(mkfile(root, "var/lib/extensions/rel.raw.v/rel_1.raw") == 0);
+        CHECK(symlinkat(escape, root, "var/lib/extensions/rel.raw.v/rel_2.raw") == 0);
+        CHECK(mkdir_p_at(root, "var/lib/extensions/dang.raw.v", 0755) == 0);
+        CHECK(mkfile(root, "var/lib/extensions/dang.raw.v/dang_1.raw") == 0);
+        CHECK(symlinkat("dang_gone.raw", root, "var/lib/extensions/dang.raw.v/dang_2.raw") == 0);
+        CHECK(mkdir_p_at(root, "var/lib/extensions/todir.raw.v", 0755) == 0);
+        CHECK(mkfile(root, "var/lib/extensions/todir.raw.v/todir_1.raw") == 0);
+        CHECK(symlinkat("/srv/notimage", root, "var/lib/extensions/todir.raw.v/todir_2.raw") == 0);
+        CHECK(mkdir_p_at(root, "var/lib/extensions/good.raw.v", 0755) == 0);
+        CHECK(mkfile(root, "var/lib/extensions/good.raw.v/good_1.raw") == 0);
+        CHECK(symlinkat("/srv/good.raw", root, "var/lib/extensions/good.raw.v/good_2.raw") == 0);
+        CHECK(mkdir_p_at(root, "var/lib/extensions/gooddir.v/gooddir_1", 0755) == 0);
+        CHECK(symlinkat("../../../../srv/dirext", root, "var/lib/extensions/gooddir.v/gooddir_2") == 0);
+        CHECK(mkdir_p_at(root, "var/lib/extensions/tofile.v/tofile_1", 0755) == 0);
+        CHECK(symlinkat("/srv/good.raw", root, "var/lib/extensions/tofile.v/tofile_2") == 0);
+        /* Not a link, still no image: refused too, the older one not used. */
+        CHECK(mkdir_p_at(root, "var/lib/extensions/plain.raw.v/plain_3.raw", 0755) == 0);
+        CHECK(mkfile(root, "var/lib/extensions/plain.raw.v/plain_1.raw") == 0);
+        /* The version directory itself a link inside the root; the picked entry's link read
+         * through it. */
+        CHECK(mkdir_p_at(root, "srv/versions", 0755) == 0);
+        CHECK(symlinkat("/srv/missing.raw", root, "srv/versions/via_2.raw") == 0);
+        CHECK(symlinkat("/srv/versions", root, "var/lib/extensions/via.raw.v") == 0);
+        /* Nothing for this machine: not listed. */
+        CHECK(mkdir_p_at(root, "var/lib/extensions/none.raw.v", 0755) == 0);
+        CHECK(mkfile(root, "var/lib/extensions/none.raw.v/other_1.raw") == 0);
+
+        CHECK(image_discover(root, "/R", search, IMAGE_CLASS_SYSEXT, &l) == 0);
+        CHECK(l.n == 9);
+        CHECK(asprintf(&want,
+                       "cannot open abs.raw.v/abs_2.raw: it is a symbolic link to %s, which does not exist under the "
+                       "root (links are resolved inside it)",
+                       outside) > 0);
+        check_listed(&l, "abs", "var/lib/extensions/abs.raw.v/abs_2.raw", IMAGE_REFUSED, want);
+        free(want);
+        CHECK(asprintf(&want,
+                       "cannot open rel.raw.v/rel_2.raw: it is a symbolic link to %s, which does not exist inside the "
+                       "root",
+                       escape) > 0);
+        check_listed(&l, "rel", "var/lib/extensions/rel.raw.v/rel_2.raw", IMAGE_REFUSED, want);
+        check_listed(&l, "dang", "var/lib/extensions/dang.raw.v/dang_2.raw", IMAGE_REFUSED,
+                     "cannot open dang.raw.v/dang_2.raw: it is a symbolic link to dang_gone.raw, which does not exist "
+                     "inside the root");
+        check_listed(&l, "todir", "var/lib/extensions/todir.raw.v/todir_2.raw", IMAGE_REFUSED,
+                     "todir.raw.v/todir_2.raw is a symbolic link to /srv/notimage, which is a directory, not an image "
+                     "file (the versions in todir.raw.v are image files)");
+        check_listed(&l, "tofile", "var/lib/extensions/tofile.v/tofile_2", IMAGE_REFUSED,
+                     "tofile.v/tofile_2 is a symbolic link to /srv/good.raw, which is a regular file, not a directory "
+                     "(the versions in tofile.v are directories)");
+        check_listed(&l, "plain", "var/lib/extensions/plain.raw.v/plain_3.raw", IMAGE_REFUSED,
+                     "plain.raw.v/plain_3.raw is a directory, not an image file (the versions in plain.raw.v are image "
+                     "files)");
+        check_listed(&l, "via", "var/lib/extensions/via.raw.v/via_2.raw", IMAGE_REFUSED,
+                     "cannot open via.raw.v/via_2.raw: it is a symbolic link to /srv/missing.raw, which does not exist "
+                     "under the root (links are resolved inside it)");
+        /* Links to images inside the root are those images. */
+        check_listed(&l, "good", "var/lib/extensions/good.raw.v/good_2.raw", IMAGE_UNPROBED, NULL);
+        check_listed(&l, "gooddir", "var/lib/extensions/gooddir.v/gooddir_2", IMAGE_UNPROBED, NULL);
+        {
+                const Image *g = find(&l, "good"), *gd = find(&l, "gooddir");
+                CHECK(g && S_ISREG(g->st.st_mode) && g->kind == IMAGE_UNKNOWN);
+                CHECK(gd && S_ISDIR(gd->st.st_mode) && gd->kind == IMAGE_DIRECTORY);
+                CHECK_STREQ(g ? g->path : NULL, "/R/var/lib/extensions/good.raw.v/good_2.raw");
+        }
+        CHECK(find(&l, "none") == NULL);
+
+        /* The target of a picked link appearing changes the fingerprint (the daemon's cached
+         * listing is not reused): the version directory itself does not change. */
+        {
+                uint64_t before = 0, after = 0;
+                CHECK(image_discovery_fingerprint(root, search, "etc/verity.d", &before) == 0);
+                CHECK(mkfile(root, "srv/missing.raw") == 0);
+                CHECK(image_discovery_fingerprint(root, search, "etc/verity.d", &after) == 0);
+                CHECK(before != after);
+        }
+
+        /* A top-level link out of the root keeps its words. */
+        image_list_free(&l);
+        l = (ImageList) {};
+        CHECK(mkdir_p_at(root, "etc/extensions", 0755) == 0);
+        CHECK(symlinkat(outside, root, "etc/extensions/top.raw") == 0);
+        CHECK(image_discover(root, "/R", search_top, IMAGE_CLASS_SYSEXT, &l) == 0);
+        CHECK(l.n == 1);
+        free(want);
+        CHECK(asprintf(&want,
+                       "cannot open top.raw: it is a symbolic link to %s, which does not exist under the root (links "
+                       "are resolved inside it)",
+                       outside) > 0);
+        check_listed(&l, "top", "etc/extensions/top.raw", IMAGE_REFUSED, want);
+
+        close(root);
+        {
+                _cleanup_close_ int tmp = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                CHECK(tmp >= 0 && rm_rf_at(tmp, dir + strlen("/tmp/")) == 0);
+        }
+}
+
+int main(void) {
+        test_pick();
+        test_problem();
+        test_discover();
+        return tap_finish();
+}
