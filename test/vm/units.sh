@@ -13,7 +13,11 @@
 #  (b) a confext that ships a drop-in for a running service's configuration: the service
 #      sees v1 after the merge and v2 after the refresh;
 #  (c) the window of a confext refresh as a reader service (PrivateMounts=yes) sees it:
-#      sysextd's REFRESHES refreshes against systemd-confext's on the same images.
+#      sysextd's REFRESHES refreshes against systemd-confext's on the same images;
+#  (d) a slow unit: an image whose service takes 60 s to start lists it in
+#      EXTENSION_RESTART_UNITS=; merge, refresh and unmerge through the daemon each answer
+#      in seconds (the job is queued, not awaited), and a status call meanwhile is answered
+#      at once.
 # Usage (via test/vm/run): units.sh [REFRESHES [CONFEXT_REFRESHES]]
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -195,4 +199,45 @@ else
 	not_ok "systemd-confext is not installed in the guest"
 fi
 systemctl stop vmtest-cfgreader.service vmtest-cfg.service
+
+# --- (d) a slow unit -------------------------------------------------------------------
+slow_image() {
+	local v=$1 t
+	t=$(mktemp -d)
+	mkdir -p "$t/usr/lib/systemd/system" "$t/usr/lib/extension-release.d"
+	cat >"$t/usr/lib/systemd/system/vmtest-slow.service" <<EOF
+[Unit]
+Description=vmtest: a service that takes 60 s to start ($v)
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sleep 60
+EOF
+	printf 'ID=_any\nEXTENSION_RELOAD_MANAGER=1\nEXTENSION_RESTART_UNITS=vmtest-slow.service\n' \
+		>"$t/usr/lib/extension-release.d/extension-release.slow"
+	mkfs.erofs "$IMGDIR/slow-$v.raw" "$t" >/dev/null || return 1
+	rm -rf "$t"
+}
+for v in v1 v2; do slow_image "$v" || die "mkfs.erofs slow $v"; done
+use slow v1 "$EXTDIR"
+timed() { local t0; t0=$(now_ms); out=$("$@" 2>&1); rc=$?; took=$(( $(now_ms) - t0 )); }
+timed sysextd merge
+expect "merge of the slow image" 0 "$rc"
+note "merge with a unit that takes 60 s to start: $took ms"
+check "the merge answered within 20 s ($took ms)" test "$took" -lt 20000
+check "the restart was queued" grep -q "Queued restart of vmtest-slow.service" <<<"$out"
+wait_for 10 bash -c '[[ $(systemctl is-active vmtest-slow.service) == activating ]]'
+use slow v2 "$EXTDIR"
+timed sysextd refresh
+expect "refresh of the slow image" 0 "$rc"
+note "refresh with a unit that takes 60 s to start: $took ms (sysextd before issue 16 waited for the job, up to 90 s)"
+check "the refresh answered within 20 s ($took ms)" test "$took" -lt 20000
+timed sysextd status
+check "status answered at once meanwhile ($took ms)" test "$took" -lt 5000
+timed sysextd unmerge
+expect "unmerge of the slow image" 0 "$rc"
+check "the unmerge answered within 20 s ($took ms)" test "$took" -lt 20000
+note "unmerge with the slow unit starting: $took ms"
+rm -f "$EXTDIR/slow.raw"
+systemctl stop vmtest-slow.service 2>/dev/null
 finish
