@@ -186,11 +186,17 @@ bool plan_image_same(const Image *recorded, const Image *found) {
          * hash, what discovery sees that the verdict depends on: the size (the same root hash
          * covers the same data, so a file of another size is another layout around it) and
          * whether a signature is beside it (signed_valid: a merged file system image has one
-         * exactly when its NAME.roothash.p7s was there). */
+         * exactly when its NAME.roothash.p7s was there).  The same file (device and inode)
+         * with the same hash is judged by its identity and its sidecars' as well (below), so
+         * that a hash tree or signature changed in place beside it is verified again. */
         if (recorded->roothash && found->roothash && recorded->verdict == IMAGE_COMPATIBLE &&
-            recorded->kind != IMAGE_DDI)
-                return streq(recorded->roothash, found->roothash) && recorded->st.st_size == found->st.st_size &&
-                       recorded->signed_valid == found->signature_sidecar;
+            recorded->kind != IMAGE_DDI) {
+                if (!streq(recorded->roothash, found->roothash))
+                        return false;
+                if (recorded->st.st_dev != found->st.st_dev || recorded->st.st_ino != found->st.st_ino)
+                        return recorded->st.st_size == found->st.st_size &&
+                               recorded->signed_valid == found->signature_sidecar;
+        }
 
         /* Else the file: the same one with the same identity gives the same verdict.  Its stamp
          * covers a raw image's sidecars and every entry of a directory image, so an edit inside

@@ -98,12 +98,21 @@ assert_eq "$(top_mount_id "$R/usr")" "$id" "mount id of the live /usr after the 
 assert_file_content "$R/usr/share/app/f" v2
 assert_eq "$(journal_roothash)" "$rh2" "root hash in the journal after the refused refresh"
 
-check "the right NAME.roothash back (a new file): unchanged again"
+check "the right NAME.roothash back (a new file beside the same image file): verified again, merged"
+# The same image file whose sidecars changed is verified again (a hash tree tampered with in
+# place must be noticed); only another file with the same root hash is taken as unchanged.
 replace_image "$WORK/v2/app.roothash" "$ext/app.roothash"
 run_sysextd refresh
 assert_ok "refresh with NAME.roothash restored"
-assert_contains "$ERR" "unchanged" "stderr of refresh with NAME.roothash restored"
-assert_eq "$(top_mount_id "$R/usr")" "$id" "mount id of the live /usr with NAME.roothash restored"
+assert_not_contains "$ERR" "unchanged" "stderr of refresh with NAME.roothash restored"
+assert_file_content "$R/usr/share/app/f" v2
+check "and a copy of it all again: unchanged"
+id=$(top_mount_id "$R/usr")
+put_version v2
+run_sysextd refresh
+assert_ok "refresh of the copy"
+assert_contains "$ERR" "unchanged" "stderr of refresh of the copy"
+assert_eq "$(top_mount_id "$R/usr")" "$id" "mount id of the live /usr after the copy"
 
 check "unmerge leaves no loop device behind"
 run_sysextd unmerge

@@ -392,6 +392,14 @@ static void test_verity_identity(void) {
         CHECK(plan_image_same(&rec, &now));
         now = verity_image(RH1, 10);
         CHECK(plan_image_same(&rec, &now));
+        /* The very same file with the same hash, but a sidecar changed in place (a hash tree
+         * tampered with: its stamp): verified again. */
+        now = verity_image(RH1, 10);
+        now.stamp++;
+        CHECK(!plan_image_same(&rec, &now));
+        now = verity_image(RH1, 10);
+        now.st.st_mtim.tv_sec++;
+        CHECK(!plan_image_same(&rec, &now));
 
         /* Another root hash at the same path: another image, copied or not. */
         now = verity_image(RH2, 11);
