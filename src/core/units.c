@@ -277,6 +277,116 @@ int unit_files_scan(int image_root_fd, char *const *dirs, char *const *names, ch
         return 0;
 }
 
+/* ---- links that enable a unit (T.wants/U, T.requires/U) ------------------------------- */
+
+static const char *const wanted_suffixes[] = { ".wants", ".requires" };
+
+int unit_wanted_link_split(const char *link, char **ret_target, char **ret_unit) {
+        const char *slash = link ? strchr(link, '/') : NULL;
+
+        if (!slash || strlen(link) > UNIT_WANTED_LINK_MAX)
+                return -EINVAL;
+        for (size_t i = 0; i < ELEMENTSOF(wanted_suffixes); i++) {
+                size_t l = strlen(wanted_suffixes[i]);
+                _cleanup_free_ char *target = NULL, *unit = NULL;
+
+                if ((size_t) (slash - link) <= l || strncmp(slash - l, wanted_suffixes[i], l) != 0)
+                        continue;
+                target = strndup(link, slash - l - link);
+                unit = strdup(slash + 1);
+                if (!target || !unit)
+                        return -ENOMEM;
+                /* unit_name_valid() allows no "/": U is one name, T too. */
+                if (!unit_name_valid(target) || !unit_name_valid(unit))
+                        return -EINVAL;
+                if (ret_target)
+                        *ret_target = TAKE_PTR(target);
+                if (ret_unit)
+                        *ret_unit = TAKE_PTR(unit);
+                return 0;
+        }
+        return -EINVAL;
+}
+
+/* One T.wants/ or T.requires/ directory (never through a symlink): its symbolic links with a
+ * unit's name, as systemd reads them (a link, not followed; a regular file there is ignored by
+ * systemd too), not a mask. */
+static int scan_wanted_dir(int dfd, const char *dir, char ***found) {
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        int fd;
+
+        fd = openat(dfd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+                return 0; /* not a directory of its own: enables nothing */
+        d = fdopendir(fd);
+        if (!d) {
+                int r = -errno;
+
+                safe_close(fd);
+                return r == -ENOMEM ? r : 0;
+        }
+        for (unsigned n = 0; n < UNIT_DIR_ENTRIES_MAX && (de = readdir(d)); n++) {
+                _cleanup_free_ char *link = NULL;
+                char target[sizeof("/dev/null")];
+                struct stat st;
+                ssize_t k;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                link = strjoin3(dir, "/", de->d_name);
+                if (!link)
+                        return -ENOMEM;
+                if (unit_wanted_link_split(link, NULL, NULL) < 0 || strv_contains(*found, link))
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISLNK(st.st_mode))
+                        continue;
+                /* The link's text only: "/dev/null" masks the dependency. */
+                k = readlinkat(dirfd(d), de->d_name, target, sizeof(target));
+                if (k < 0 || ((size_t) k == strlen("/dev/null") && memcmp(target, "/dev/null", k) == 0))
+                        continue;
+                if (strv_length(*found) >= UNIT_WANTED_MAX)
+                        return 0;
+                if (strv_push(found, TAKE_PTR(link)) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+int unit_wanted_scan(int image_root_fd, char *const *dirs, char ***ret) {
+        _cleanup_(strv_freep) char **found = NULL;
+
+        STRV_FOREACH(dir, dirs) {
+                _cleanup_close_ int dfd = -EBADF;
+                _cleanup_closedir_ DIR *d = NULL;
+                struct dirent *de;
+
+                dfd = open_directory_at(image_root_fd, *dir, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                if (dfd == -ENOMEM)
+                        return dfd;
+                if (dfd < 0)
+                        continue; /* none there, or not a plain directory: enables nothing */
+                d = fdopendir(dfd);
+                if (!d)
+                        return -errno;
+                TAKE_FD(dfd);
+                for (unsigned n = 0; n < UNIT_DIR_ENTRIES_MAX && (de = readdir(d)); n++) {
+                        bool wanted = false;
+                        int r;
+
+                        for (size_t i = 0; i < ELEMENTSOF(wanted_suffixes); i++)
+                                wanted = wanted || endswith(de->d_name, wanted_suffixes[i]);
+                        if (de->d_name[0] == '.' || !wanted)
+                                continue;
+                        r = scan_wanted_dir(dirfd(d), de->d_name, &found);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        *ret = TAKE_PTR(found);
+        return 0;
+}
+
 /* ---- the plan ------------------------------------------------------------------------- */
 
 static const Image *find(const ImageList *l, const Image *img) {

@@ -101,6 +101,25 @@ char *const *unit_dirs(ImageClass k, bool usr_partition);
 #define UNIT_DIR_ENTRIES_MAX 4096
 int unit_files_scan(int image_root_fd, char *const *dirs, char *const *names, char ***ret);
 
+/* Links that enable a unit for another: "T.wants/U" or "T.requires/U" (the spelling of
+ * Image.wanted_units), T and U valid unit names (unit_name_valid(): no template).  At most
+ * UNIT_WANTED_LINK_MAX bytes (T.wants and U are each one file name). */
+#define UNIT_WANTED_LINK_MAX 511
+/* The most links recorded for one image (the journal keeps no more). */
+#define UNIT_WANTED_MAX 1024
+
+/* Pure: T and U of such a link (ret_target, ret_unit may be NULL); -EINVAL for anything else,
+ * T.upholds/U included (Upholds= is enforced by systemd itself once it has reloaded). */
+int unit_wanted_link_split(const char *link, char **ret_target, char **ret_unit);
+
+/* I/O: the links in the T.wants/ and T.requires/ directories of the unit directories below the
+ * image's root fd: each such directory opened beneath the root without following a symlink,
+ * and in it every symbolic link whose name is a valid unit name, read and never followed (one
+ * to /dev/null is a mask, not counted); at most UNIT_DIR_ENTRIES_MAX entries of each directory
+ * looked at, UNIT_WANTED_MAX links recorded.  The links name U; whether the image ships U is
+ * the plan's question (unit_shipped()).  Returns the links found (NULL when none). */
+int unit_wanted_scan(int image_root_fd, char *const *dirs, char ***ret);
+
 /* Pure: from the compatible images merged before and after a transition, of the classes in
  * the mask (those the transition covered; images of the other classes stay as they were). */
 int unit_actions_plan(const ImageList *before, const ImageList *after, unsigned classes, UnitActions *ret);

@@ -544,6 +544,105 @@ static void test_scan(void) {
         close(root);
 }
 
+static void test_wanted_split(void) {
+        char *t = NULL, *u = NULL;
+
+        CHECK(unit_wanted_link_split("multi-user.target.wants/app.service", &t, &u) == 0);
+        CHECK_STREQ(t, "multi-user.target");
+        CHECK_STREQ(u, "app.service");
+        free(t), free(u);
+        t = u = NULL;
+        CHECK(unit_wanted_link_split("app.service.requires/db@main.socket", &t, &u) == 0);
+        CHECK_STREQ(t, "app.service");
+        CHECK_STREQ(u, "db@main.socket");
+        free(t), free(u);
+        t = u = NULL;
+        CHECK(unit_wanted_link_split("graphical.target.wants/x.timer", NULL, NULL) == 0);
+        /* Upholds= is systemd's to enforce after the reload: not ours. */
+        CHECK(unit_wanted_link_split("multi-user.target.upholds/app.service", &t, &u) == -EINVAL);
+        CHECK(t == NULL && u == NULL);
+        /* Drop-ins, other directories, templates, paths, no names. */
+        CHECK(unit_wanted_link_split("app.service.d/10-x.conf", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("multi-user.target.after/app.service", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("multi-user.target.wants/app@.service", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("getty@.service.wants/app.service", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("multi-user.target.wants/../app.service", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("a/multi-user.target.wants/app.service", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("multi-user.target.wants/", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split(".wants/app.service", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("multi-user.target.wants", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("multi-user.wants/app.service", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split(NULL, NULL, NULL) == -EINVAL);
+}
+
+static void test_wanted_scan(void) {
+        char tmpl[] = "/tmp/test-units-wanted-XXXXXX";
+        char *dir = mkdtemp(tmpl);
+        char **found = NULL;
+        int root;
+
+        CHECK(dir != NULL);
+        if (!dir)
+                return;
+        root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(root >= 0);
+        CHECK(mkdir_p_at(root, "usr/lib/systemd/system/multi-user.target.wants", 0755) == 0);
+        CHECK(mkdir_p_at(root, "usr/lib/systemd/system/multi-user.target.upholds", 0755) == 0);
+        CHECK(mkdir_p_at(root, "usr/lib/systemd/system/app.service.requires", 0755) == 0);
+        CHECK(mkdir_p_at(root, "usr/lib/systemd/system/app@.service.wants", 0755) == 0);
+        CHECK(mkdir_p_at(root, "usr/local/lib/systemd/system/timers.target.wants", 0755) == 0);
+        CHECK(mkdir_p_at(root, "etc/systemd/system/multi-user.target.wants", 0755) == 0);
+        CHECK(mkdir_p_at(root, "elsewhere/linked.target.wants", 0755) == 0);
+        CHECK(mkfile(root, "usr/lib/systemd/system/app.service") == 0);
+        CHECK(symlinkat("../app.service", root, "usr/lib/systemd/system/multi-user.target.wants/app.service") == 0);
+        CHECK(symlinkat("/usr/lib/systemd/system/host.service", root,
+                        "usr/lib/systemd/system/multi-user.target.wants/host.service") == 0);
+        /* A link is named, never followed: one out of the image counts by its name (the plan
+         * then asks whether the image ships that unit). */
+        CHECK(symlinkat("../../../../../../etc/passwd", root, "usr/lib/systemd/system/multi-user.target.wants/out.service") == 0);
+        CHECK(symlinkat("/dev/null", root, "usr/lib/systemd/system/multi-user.target.wants/masked.service") == 0);
+        CHECK(mkfile(root, "usr/lib/systemd/system/multi-user.target.wants/regular.service") == 0);
+        CHECK(symlinkat("../app.service", root, "usr/lib/systemd/system/multi-user.target.wants/bad name.service") == 0);
+        CHECK(symlinkat("../app.service", root, "usr/lib/systemd/system/multi-user.target.wants/notaunit") == 0);
+        CHECK(symlinkat("../app.service", root, "usr/lib/systemd/system/multi-user.target.upholds/app.service") == 0);
+        CHECK(symlinkat("../db.socket", root, "usr/lib/systemd/system/app.service.requires/db.socket") == 0);
+        CHECK(symlinkat("../x.service", root, "usr/lib/systemd/system/app@.service.wants/x.service") == 0);
+        CHECK(symlinkat("/usr/local/lib/systemd/system/t.timer", root,
+                        "usr/local/lib/systemd/system/timers.target.wants/t.timer") == 0);
+        CHECK(symlinkat("../c.service", root, "etc/systemd/system/multi-user.target.wants/c.service") == 0);
+        CHECK(symlinkat("../../../../elsewhere/linked.target.wants", root, "usr/lib/systemd/system/linked.target.wants") == 0);
+        CHECK(symlinkat("../x.service", root, "elsewhere/linked.target.wants/x.service") == 0);
+
+        CHECK(unit_wanted_scan(root, unit_dirs(IMAGE_CLASS_SYSEXT, false), &found) == 0);
+        CHECK(strv_length(found) == 5);
+        CHECK(strv_contains(found, "multi-user.target.wants/app.service"));
+        CHECK(strv_contains(found, "multi-user.target.wants/host.service"));
+        CHECK(strv_contains(found, "multi-user.target.wants/out.service"));
+        CHECK(strv_contains(found, "app.service.requires/db.socket"));
+        CHECK(strv_contains(found, "timers.target.wants/t.timer"));
+        /* Not: a mask, a regular file, invalid names, .upholds/, a template's directory, a
+         * directory that is a symlink. */
+        CHECK(!strv_contains(found, "multi-user.target.wants/masked.service"));
+        CHECK(!strv_contains(found, "multi-user.target.wants/regular.service"));
+        CHECK(!strv_contains(found, "multi-user.target.upholds/app.service"));
+        CHECK(!strv_contains(found, "linked.target.wants/x.service"));
+        strv_free(found);
+        found = NULL;
+
+        /* A confext: etc/systemd/system only. */
+        CHECK(unit_wanted_scan(root, unit_dirs(IMAGE_CLASS_CONFEXT, false), &found) == 0);
+        CHECK(strv_length(found) == 1 && streq(found[0], "multi-user.target.wants/c.service"));
+        strv_free(found);
+        found = NULL;
+
+        /* None there: nothing. */
+        CHECK(unit_wanted_scan(root, unit_dirs(IMAGE_CLASS_SYSEXT, true), &found) == 0);
+        CHECK(found == NULL);
+
+        (void) rm_rf_at(AT_FDCWD, dir);
+        close(root);
+}
+
 int main(void) {
         test_names();
         test_candidates();
@@ -556,5 +655,7 @@ int main(void) {
         test_changed_both_versions();
         test_invalid_and_duplicates();
         test_scan();
+        test_wanted_split();
+        test_wanted_scan();
         return tap_finish();
 }
