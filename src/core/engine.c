@@ -423,14 +423,16 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
                 strv_free(img->restart_units);
                 strv_free(img->reload_or_restart_units);
                 strv_free(img->shipped_units);
-                img->restart_units = img->reload_or_restart_units = img->shipped_units = NULL;
+                strv_free(img->wanted_units);
+                img->restart_units = img->reload_or_restart_units = img->shipped_units = img->wanted_units = NULL;
                 /* The root hash it was verified against, for the journal (not the one discovery
                  * read: a disk image's comes from its partitions). */
                 free(img->roothash);
                 img->roothash = c->roothash ? strdup(c->roothash) : NULL;
                 if ((c->roothash && !img->roothash) || strv_copy(c->restart_units, &img->restart_units) < 0 ||
                     strv_copy(c->reload_or_restart_units, &img->reload_or_restart_units) < 0 ||
-                    strv_copy(c->shipped_units, &img->shipped_units) < 0) {
+                    strv_copy(c->shipped_units, &img->shipped_units) < 0 ||
+                    strv_copy(c->wanted_units, &img->wanted_units) < 0) {
                         safe_close(img->root_fd);
                         img->root_fd = -EBADF;
                         return false; /* probed anew */

@@ -75,7 +75,7 @@ static int images_for_journal(const ImageList *images, const ImageList *before, 
                         d = &l.images[l.n++];
                         *d = *s;
                         /* Nothing of s's is owned by d until copied (image_list_free() below). */
-                        d->restart_units = d->reload_or_restart_units = d->shipped_units = NULL;
+                        d->restart_units = d->reload_or_restart_units = d->shipped_units = d->wanted_units = NULL;
                         d->root_fd = -EBADF;
                         d->loop = NULL;
                         d->name = strdup(s->name);
@@ -88,7 +88,8 @@ static int images_for_journal(const ImageList *images, const ImageList *before, 
                             (s->fstype && !d->fstype) || (s->roothash && !d->roothash) ||
                             strv_copy(s->restart_units, &d->restart_units) < 0 ||
                             strv_copy(s->reload_or_restart_units, &d->reload_or_restart_units) < 0 ||
-                            strv_copy(s->shipped_units, &d->shipped_units) < 0) {
+                            strv_copy(s->shipped_units, &d->shipped_units) < 0 ||
+                            strv_copy(s->wanted_units, &d->wanted_units) < 0) {
                                 image_list_free(&l);
                                 return -ENOMEM;
                         }

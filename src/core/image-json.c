@@ -4,9 +4,14 @@
 
 #include "image-json.h"
 #include "json-util.h"
+#include "units.h"
 #include "util.h"
 
 #define STRING_MAX 8192
+/* A list's items: at most this many, each at most this long (unless its field says more). */
+#define STRV_ITEMS_MAX 1024
+#define STRV_ITEM_MAX 256
+_Static_assert(UNIT_WANTED_MAX <= STRV_ITEMS_MAX, "the journal keeps every link an image may record");
 
 typedef enum FieldType {
         FIELD_STRING,   /* char *, may be NULL ("reason") */
@@ -32,9 +37,11 @@ static const struct {
         ImageJsonSet sets;
         bool nullable;
         bool optional; /* may be missing (documents written before it existed): 0 */
+        size_t item_max; /* FIELD_STRV: the longest item, 0 for STRV_ITEM_MAX */
 } fields[] = {
-#define F(key, type, member, sets, nullable) { key, type, offsetof(Image, member), sizeof(((Image *) 0)->member), sets, nullable, false }
-#define O(key, type, member, sets) { key, type, offsetof(Image, member), sizeof(((Image *) 0)->member), sets, false, true }
+#define F(key, type, member, sets, nullable) { key, type, offsetof(Image, member), sizeof(((Image *) 0)->member), sets, nullable, false, 0 }
+#define O(key, type, member, sets) { key, type, offsetof(Image, member), sizeof(((Image *) 0)->member), sets, false, true, 0 }
+#define OL(key, member, sets, item_max) { key, FIELD_STRV, offsetof(Image, member), sizeof(((Image *) 0)->member), sets, false, true, item_max }
         O("class", FIELD_CLASS, klass, P | J | W),
         F("name", FIELD_STRING, name, P | J | W, false),
         F("kind", FIELD_KIND, kind, P | J | W, false),
@@ -59,8 +66,10 @@ static const struct {
         O("restart_units", FIELD_STRV, restart_units, J | W),
         O("reload_or_restart_units", FIELD_STRV, reload_or_restart_units, J | W),
         O("shipped_units", FIELD_STRV, shipped_units, J | W),
+        OL("wanted_units", wanted_units, J | W, UNIT_WANTED_LINK_MAX),
 #undef F
 #undef O
+#undef OL
 };
 
 #undef P
@@ -219,7 +228,8 @@ int image_from_json(json_object *o, ImageJsonSet set, Image *ret) {
                                 r = -EBADMSG;
                         break;
                 case FIELD_STRV:
-                        r = json_get_strv(o, fields[i].key, 1024, 256, (char ***) p);
+                        r = json_get_strv(o, fields[i].key, STRV_ITEMS_MAX, fields[i].item_max ?: STRV_ITEM_MAX,
+                                          (char ***) p);
                         break;
                 case FIELD_ROOTHASH: {
                         _cleanup_free_ char *normal = NULL;

@@ -180,6 +180,7 @@ void image_done(Image *img) {
         strv_free(img->restart_units);
         strv_free(img->reload_or_restart_units);
         strv_free(img->shipped_units);
+        strv_free(img->wanted_units);
         free(img->name);
         free(img->fstype);
         free(img->path);
@@ -1217,6 +1218,12 @@ int image_probe(Image *img, const ProbeContext *ctx) {
         strv_free(img->shipped_units);
         img->shipped_units = NULL;
         r = unit_files_scan(img->root_fd, unit_dirs(img->klass, img->usr_partition), NULL, &img->shipped_units);
+        if (r < 0)
+                return r;
+        /* And the units it enables (T.wants/U): started when T is, at boot. */
+        strv_free(img->wanted_units);
+        img->wanted_units = NULL;
+        r = unit_wanted_scan(img->root_fd, unit_dirs(img->klass, img->usr_partition), &img->wanted_units);
         if (r < 0)
                 return r;
 

@@ -80,6 +80,9 @@ typedef struct Image {
          * for a unit file, "foo.service.d/" for a drop-in directory, the template's for an
          * instance; recorded by the probe. */
         char **shipped_units;
+        /* The links in its unit directories that enable a unit for another (units.h):
+         * "multi-user.target.wants/foo.service", "T.requires/U"; recorded by the probe. */
+        char **wanted_units;
 } Image;
 
 typedef enum ImagePolicy {

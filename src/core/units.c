@@ -2,14 +2,20 @@
 /*
  * Images that ship units (units.h).
  *
- *   1. probe (image.c): unit_files_scan() records which unit files and drop-ins of the names
- *      the release file lists the image ships (Image.shipped_units), read from its own layer
- *      beneath its root, no symlink followed; kept in the journal with the image
+ *   1. probe (image.c): unit_files_scan() records every unit file and drop-in the image ships
+ *      (Image.shipped_units), unit_wanted_scan() the links that enable a unit, T.wants/U and
+ *      T.requires/U (Image.wanted_units), read from its own layer beneath its root, no symlink
+ *      followed; kept in the journal with the image
  *   2. plan (pure): unit_actions_plan() from the images before and after a transition: which
- *      units to stop, restart or reload-or-restart, and the names refused, with the reason
+ *      units to stop, restart or reload-or-restart, and the names refused, with the reason;
+ *      and the candidates for a start: units an added or changed image with
+ *      EXTENSION_RELOAD_MANAGER=1 newly enables and ships, each with what it is enabled for
  *   3. run: reload the service manager (synchronous, bounded), then enqueue the jobs and
- *      never wait for them.  The command line enqueues them itself; the daemon enqueues them
- *      from its bus process and reports how they ended (src/daemon/unit-jobs.c).
+ *      never wait for them; a candidate start only if a unit it is enabled for is being
+ *      started (asked of the manager now: at boot, multi-user.target's start job was computed
+ *      before the merge, and a reload adds no job), otherwise it is dropped without a word.
+ *      The command line enqueues them itself; the daemon's worker enqueues them and its bus
+ *      process reports how they ended (src/daemon/unit-jobs.c).
  * Nothing here changes a tree: a failure in 3 is a warning.
  */
 #include <dirent.h>
@@ -32,6 +38,9 @@
 #define JOB_CALL_TIMEOUT_USEC (25ULL * 1000000ULL)
 #define MANAGER_PRIVATE_SOCKET "/run/systemd/private"
 #define MANAGER_PRIVATE_ADDRESS "unix:path=" MANAGER_PRIVATE_SOCKET
+#define MANAGER_SERVICE "org.freedesktop.systemd1"
+#define MANAGER_PATH "/org/freedesktop/systemd1"
+#define MANAGER_INTERFACE "org.freedesktop.systemd1.Manager"
 /* A drop-in directory is read this far looking for a *.conf file. */
 #define DROPIN_ENTRIES_MAX 4096
 
@@ -39,12 +48,14 @@ static const char *const kind_names[_UNIT_JOB_KIND_MAX] = {
         [UNIT_JOB_STOP] = "stop",
         [UNIT_JOB_RESTART] = "restart",
         [UNIT_JOB_RELOAD_OR_RESTART] = "reload-or-restart",
+        [UNIT_JOB_START] = "start",
 };
 
 static const char *const kind_methods[_UNIT_JOB_KIND_MAX] = {
         [UNIT_JOB_STOP] = "StopUnit",
         [UNIT_JOB_RESTART] = "RestartUnit",
         [UNIT_JOB_RELOAD_OR_RESTART] = "ReloadOrRestartUnit",
+        [UNIT_JOB_START] = "StartUnit",
 };
 
 const char *unit_job_kind_to_string(UnitJobKind k) {
@@ -64,6 +75,7 @@ void unit_actions_done(UnitActions *a) {
         for (size_t i = 0; i < a->n; i++) {
                 free(a->actions[i].unit);
                 free(a->actions[i].image);
+                strv_free(a->actions[i].wanted_by);
                 free(a->actions[i].job);
                 free(a->actions[i].error);
         }
@@ -277,6 +289,116 @@ int unit_files_scan(int image_root_fd, char *const *dirs, char *const *names, ch
         return 0;
 }
 
+/* ---- links that enable a unit (T.wants/U, T.requires/U) ------------------------------- */
+
+static const char *const wanted_suffixes[] = { ".wants", ".requires" };
+
+int unit_wanted_link_split(const char *link, char **ret_target, char **ret_unit) {
+        const char *slash = link ? strchr(link, '/') : NULL;
+
+        if (!slash || strlen(link) > UNIT_WANTED_LINK_MAX)
+                return -EINVAL;
+        for (size_t i = 0; i < ELEMENTSOF(wanted_suffixes); i++) {
+                size_t l = strlen(wanted_suffixes[i]);
+                _cleanup_free_ char *target = NULL, *unit = NULL;
+
+                if ((size_t) (slash - link) <= l || strncmp(slash - l, wanted_suffixes[i], l) != 0)
+                        continue;
+                target = strndup(link, slash - l - link);
+                unit = strdup(slash + 1);
+                if (!target || !unit)
+                        return -ENOMEM;
+                /* unit_name_valid() allows no "/": U is one name, T too. */
+                if (!unit_name_valid(target) || !unit_name_valid(unit))
+                        return -EINVAL;
+                if (ret_target)
+                        *ret_target = TAKE_PTR(target);
+                if (ret_unit)
+                        *ret_unit = TAKE_PTR(unit);
+                return 0;
+        }
+        return -EINVAL;
+}
+
+/* One T.wants/ or T.requires/ directory (never through a symlink): its symbolic links with a
+ * unit's name, as systemd reads them (a link, not followed; a regular file there is ignored by
+ * systemd too), not a mask. */
+static int scan_wanted_dir(int dfd, const char *dir, char ***found) {
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        int fd;
+
+        fd = openat(dfd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+                return 0; /* not a directory of its own: enables nothing */
+        d = fdopendir(fd);
+        if (!d) {
+                int r = -errno;
+
+                safe_close(fd);
+                return r == -ENOMEM ? r : 0;
+        }
+        for (unsigned n = 0; n < UNIT_DIR_ENTRIES_MAX && (de = readdir(d)); n++) {
+                _cleanup_free_ char *link = NULL;
+                char target[sizeof("/dev/null")];
+                struct stat st;
+                ssize_t k;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                link = strjoin3(dir, "/", de->d_name);
+                if (!link)
+                        return -ENOMEM;
+                if (unit_wanted_link_split(link, NULL, NULL) < 0 || strv_contains(*found, link))
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISLNK(st.st_mode))
+                        continue;
+                /* The link's text only: "/dev/null" masks the dependency. */
+                k = readlinkat(dirfd(d), de->d_name, target, sizeof(target));
+                if (k < 0 || ((size_t) k == strlen("/dev/null") && memcmp(target, "/dev/null", k) == 0))
+                        continue;
+                if (strv_length(*found) >= UNIT_WANTED_MAX)
+                        return 0;
+                if (strv_push(found, TAKE_PTR(link)) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+int unit_wanted_scan(int image_root_fd, char *const *dirs, char ***ret) {
+        _cleanup_(strv_freep) char **found = NULL;
+
+        STRV_FOREACH(dir, dirs) {
+                _cleanup_close_ int dfd = -EBADF;
+                _cleanup_closedir_ DIR *d = NULL;
+                struct dirent *de;
+
+                dfd = open_directory_at(image_root_fd, *dir, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                if (dfd == -ENOMEM)
+                        return dfd;
+                if (dfd < 0)
+                        continue; /* none there, or not a plain directory: enables nothing */
+                d = fdopendir(dfd);
+                if (!d)
+                        return -errno;
+                TAKE_FD(dfd);
+                for (unsigned n = 0; n < UNIT_DIR_ENTRIES_MAX && (de = readdir(d)); n++) {
+                        bool wanted = false;
+                        int r;
+
+                        for (size_t i = 0; i < ELEMENTSOF(wanted_suffixes); i++)
+                                wanted = wanted || endswith(de->d_name, wanted_suffixes[i]);
+                        if (de->d_name[0] == '.' || !wanted)
+                                continue;
+                        r = scan_wanted_dir(dirfd(d), de->d_name, &found);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        *ret = TAKE_PTR(found);
+        return 0;
+}
+
 /* ---- the plan ------------------------------------------------------------------------- */
 
 static const Image *find(const ImageList *l, const Image *img) {
@@ -307,32 +429,54 @@ static int warn(UnitActions *a, const char *fmt, ...) {
         return strv_push(&a->warnings, w);
 }
 
-/* A restart wins over a reload-or-restart, either over a stop (a unit still there). */
-static int add_action(UnitActions *a, const char *unit, UnitJobKind kind, const char *image) {
+/* Whether a job of kind k replaces one of kind old for the same unit: a restart wins over a
+ * reload-or-restart, either over a stop (a unit still there) and over a start (it starts the
+ * unit whatever its targets do).  A start replaces nothing: a unit an image enables is one it
+ * ships, so no stop is planned for it, and a restart or reload-or-restart starts it anyway. */
+static bool kind_wins(UnitJobKind k, UnitJobKind old) {
+        switch (old) {
+        case UNIT_JOB_STOP:
+        case UNIT_JOB_START:
+                return IN_SET(k, UNIT_JOB_RESTART, UNIT_JOB_RELOAD_OR_RESTART);
+        case UNIT_JOB_RELOAD_OR_RESTART:
+                return k == UNIT_JOB_RESTART;
+        default:
+                return false;
+        }
+}
+
+/* wanted_by: for a start, the unit it is enabled for (T of T.wants/U). */
+static int add_action(UnitActions *a, const char *unit, UnitJobKind kind, const char *image, const char *wanted_by) {
         UnitAction *n;
 
-        for (size_t i = 0; i < a->n; i++)
-                if (streq(a->actions[i].unit, unit)) {
-                        if ((a->actions[i].kind == UNIT_JOB_STOP && kind != UNIT_JOB_STOP) ||
-                            (a->actions[i].kind == UNIT_JOB_RELOAD_OR_RESTART && kind == UNIT_JOB_RESTART)) {
-                                char *img = strdup(image);
+        for (size_t i = 0; i < a->n; i++) {
+                UnitAction *x = &a->actions[i];
 
-                                if (!img)
-                                        return -ENOMEM;
-                                free(a->actions[i].image);
-                                a->actions[i].image = img;
-                                a->actions[i].kind = kind;
-                        }
-                        return 0;
-                }
+                if (!streq(x->unit, unit))
+                        continue;
+                if (kind_wins(kind, x->kind)) {
+                        char *img = strdup(image);
+
+                        if (!img)
+                                return -ENOMEM;
+                        free(x->image);
+                        x->image = img;
+                        x->kind = kind;
+                        strv_free(x->wanted_by);
+                        x->wanted_by = NULL;
+                } else if (kind == UNIT_JOB_START && x->kind == UNIT_JOB_START && !strv_contains(x->wanted_by, wanted_by))
+                        return strv_extend(&x->wanted_by, wanted_by); /* enabled for another unit too */
+                return 0;
+        }
         n = realloc(a->actions, sizeof(UnitAction) * (a->n + 1));
         if (!n)
                 return -ENOMEM;
         a->actions = n;
         n[a->n] = (UnitAction) { .unit = strdup(unit), .kind = kind, .image = strdup(image) };
-        if (!n[a->n].unit || !n[a->n].image) {
+        if (!n[a->n].unit || !n[a->n].image || (wanted_by && strv_extend(&n[a->n].wanted_by, wanted_by) < 0)) {
                 free(n[a->n].unit);
                 free(n[a->n].image);
+                strv_free(n[a->n].wanted_by);
                 return -ENOMEM;
         }
         a->n++;
@@ -351,9 +495,44 @@ static bool lists(const Image *img, const char *unit) {
         return strv_contains(img->restart_units, unit) || strv_contains(img->reload_or_restart_units, unit);
 }
 
-/* An image that is merged after the transition (added, or the new version of a changed one):
- * the units it lists and ships. */
-static int consider_present(UnitActions *a, const Image *img) {
+/* Whether the image enables its own unit through the link (T.wants/U, T.requires/U): one it
+ * ships a unit file for (its template's for an instance), of a type an image may start. */
+static bool enables_own(const Image *img, const char *link, char **ret_target, char **ret_unit) {
+        _cleanup_free_ char *target = NULL, *unit = NULL;
+
+        if (!img || !strv_contains(img->wanted_units, link) || unit_wanted_link_split(link, &target, &unit) < 0 ||
+            unit_type_refused(unit) || unit_shipped(unit, img->shipped_units) != UNIT_SHIPPED_FILE)
+                return false;
+        if (ret_target)
+                *ret_target = TAKE_PTR(target);
+        if (ret_unit)
+                *ret_unit = TAKE_PTR(unit);
+        return true;
+}
+
+/* The units the image enables that it ships, to be started after the reload if what they are
+ * enabled for is being started (at boot: the target's start job predates the merge, and a
+ * reload adds no job).  Only with EXTENSION_RELOAD_MANAGER=1.  A link the image's previous
+ * version (old) had, to a unit it shipped too, was a candidate when that version came. */
+static int consider_enabled(UnitActions *a, const Image *img, const Image *old) {
+        if (!img->reload_manager)
+                return 0;
+        STRV_FOREACH(l, img->wanted_units) {
+                _cleanup_free_ char *target = NULL, *unit = NULL;
+                int r;
+
+                if (!enables_own(img, *l, &target, &unit) || enables_own(old, *l, NULL, NULL))
+                        continue;
+                r = add_action(a, unit, UNIT_JOB_START, img->name, target);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* An image that is merged after the transition (added, or the new version of a changed one,
+ * old): the units it lists and ships, and those it enables. */
+static int consider_present(UnitActions *a, const Image *img, const Image *old) {
         int r;
 
         if (img->reload_manager)
@@ -375,12 +554,12 @@ static int consider_present(UnitActions *a, const Image *img) {
                                          *u);
                         else {
                                 a->reload = true;
-                                r = add_action(a, *u, k, img->name);
+                                r = add_action(a, *u, k, img->name, NULL);
                         }
                         if (r < 0)
                                 return r;
                 }
-        return 0;
+        return consider_enabled(a, img, old);
 }
 
 /* Whether a unit file for the unit stays merged: shipped by an image after the transition,
@@ -424,9 +603,9 @@ static int consider_gone(UnitActions *a, const Image *old, const Image *now, con
                         if (now && lists(now, *u) && unit_shipped(*u, now->shipped_units) != UNIT_NOT_SHIPPED)
                                 continue; /* the new version asks for it itself */
                         if (s == UNIT_SHIPPED_FILE && !file_stays(before, after, classes, *u))
-                                r = add_action(a, *u, UNIT_JOB_STOP, old->name); /* its unit went */
+                                r = add_action(a, *u, UNIT_JOB_STOP, old->name, NULL); /* its unit went */
                         else
-                                r = add_action(a, *u, k, old->name); /* the unit stays, changed */
+                                r = add_action(a, *u, k, old->name, NULL); /* the unit stays, changed */
                         if (r < 0)
                                 return r;
                 }
@@ -450,7 +629,7 @@ int unit_actions_plan(const ImageList *before, const ImageList *after, unsigned 
                 old = find(before, img);
                 if (old && same_image(old, img))
                         continue;
-                r = consider_present(&a, img); /* added or changed */
+                r = consider_present(&a, img, old); /* added or changed */
                 if (r >= 0 && old)
                         r = consider_gone(&a, old, img, before, after, classes);
         }
@@ -464,8 +643,8 @@ int unit_actions_plan(const ImageList *before, const ImageList *after, unsigned 
                 unit_actions_done(&a);
                 return r;
         }
-        /* Stops first, then restarts, then reloads-or-restarts; in the order listed within each
-         * (insertion sort: qsort is not stable). */
+        /* Stops first, then restarts, then reloads-or-restarts, then starts; in the order listed
+         * within each (insertion sort: qsort is not stable). */
         for (size_t i = 1; i < a.n; i++)
                 for (size_t j = i; j > 0 && by_kind(&a.actions[j - 1], &a.actions[j]) > 0; j--) {
                         UnitAction t = a.actions[j];
@@ -541,8 +720,10 @@ int unit_job_enqueue(sd_bus *bus, const UnitAction *a, char **ret_job, UnitJobKi
 
         r = call_job(bus, unit_job_kind_method(kind), a->unit, ret_job, &error);
         /* Its unit file is gone (another image's went with it): stop what runs.  Not on
-         * LoadFailed: a unit file that does not parse is no reason to stop a running service. */
-        if (r < 0 && kind != UNIT_JOB_STOP && sd_bus_error_has_name(&error, "org.freedesktop.systemd1.NoSuchUnit")) {
+         * LoadFailed: a unit file that does not parse is no reason to stop a running service.
+         * Never for a start: what is not there is not started. */
+        if (r < 0 && IN_SET(kind, UNIT_JOB_RESTART, UNIT_JOB_RELOAD_OR_RESTART) &&
+            sd_bus_error_has_name(&error, "org.freedesktop.systemd1.NoSuchUnit")) {
                 sd_bus_error_free(&error);
                 kind = UNIT_JOB_STOP;
                 r = call_job(bus, "StopUnit", a->unit, ret_job, &error);
@@ -555,8 +736,86 @@ int unit_job_enqueue(sd_bus *bus, const UnitAction *a, char **ret_job, UnitJobKi
         return 0;
 }
 
+/* Whether the unit is being started: its ActiveState is "activating", or a start (or restart)
+ * job is queued for it.  A target has no "activating" state: at boot, multi-user.target is
+ * "inactive" with a start job waiting for what it is ordered after.  A unit not loaded is not
+ * being started.  1 yes, 0 no, < 0 could not tell (*ret_error: why).  Logs nothing. */
+static int unit_being_started(sd_bus *bus, const char *unit, char **ret_error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_free_ char *path = NULL, *state = NULL, *job = NULL, *type = NULL;
+        const char *s;
+        uint32_t id = 0;
+        int r;
+
+        r = sd_bus_call_method(bus, MANAGER_SERVICE, MANAGER_PATH, MANAGER_INTERFACE, "GetUnit", &error, &reply, "s", unit);
+        if (r < 0 && sd_bus_error_has_name(&error, "org.freedesktop.systemd1.NoSuchUnit"))
+                return 0;
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "o", &s);
+        if (r >= 0 && !(path = strdup(s)))
+                r = -ENOMEM;
+        reply = sd_bus_message_unref(reply);
+        if (r >= 0)
+                r = sd_bus_get_property_string(bus, MANAGER_SERVICE, path, "org.freedesktop.systemd1.Unit", "ActiveState",
+                                               &error, &state);
+        if (r >= 0 && streq(state, "activating"))
+                return 1;
+        if (r >= 0)
+                r = sd_bus_get_property(bus, MANAGER_SERVICE, path, "org.freedesktop.systemd1.Unit", "Job", &error, &reply,
+                                        "(uo)");
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "(uo)", &id, &s);
+        if (r >= 0 && id != 0 && !(job = strdup(s)))
+                r = -ENOMEM;
+        if (r >= 0 && id == 0)
+                return 0;
+        if (r >= 0) {
+                r = sd_bus_get_property_string(bus, MANAGER_SERVICE, job, "org.freedesktop.systemd1.Job", "JobType", &error,
+                                               &type);
+                /* The job ended meanwhile: the unit is no longer being started. */
+                if (r < 0 && (sd_bus_error_has_name(&error, SD_BUS_ERROR_UNKNOWN_OBJECT) ||
+                              sd_bus_error_has_name(&error, "org.freedesktop.systemd1.NoSuchJob")))
+                        return 0;
+        }
+        if (r < 0) {
+                *ret_error = strdup(error.message ?: strerror(-r));
+                return r;
+        }
+        return STR_IN_SET(type, "start", "restart");
+}
+
+/* For a start: the first unit it is enabled for that is being started (*ret_target), each asked
+ * once per run (starting, idle: the answers so far).  1 found, 0 none, < 0 could not tell
+ * (*ret_target: about which, *ret_error: why). */
+static int find_starting(sd_bus *bus, const UnitAction *x, char ***starting, char ***idle, const char **ret_target,
+                         char **ret_error) {
+        STRV_FOREACH(t, x->wanted_by) {
+                int r;
+
+                if (strv_contains(*starting, *t)) {
+                        *ret_target = *t;
+                        return 1;
+                }
+                if (strv_contains(*idle, *t))
+                        continue;
+                r = unit_being_started(bus, *t, ret_error);
+                if (r < 0) {
+                        *ret_target = *t;
+                        return r;
+                }
+                (void) strv_extend(r > 0 ? starting : idle, *t); /* saves asking again, no more */
+                if (r > 0) {
+                        *ret_target = *t;
+                        return 1;
+                }
+        }
+        return 0;
+}
+
 int unit_actions_run(UnitActions *a) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_(strv_freep) char **starting = NULL, **idle = NULL;
         _cleanup_free_ char *error = NULL;
         int r;
 
@@ -575,17 +834,32 @@ int unit_actions_run(UnitActions *a) {
         log_info("Reloaded the service manager (an extension ships units).");
         for (size_t i = 0; i < a->n; i++) {
                 UnitAction *x = &a->actions[i];
+                const char *target = NULL;
                 UnitJobKind kind;
 
                 free(x->job), free(x->error);
                 x->job = x->error = NULL;
+                if (x->kind == UNIT_JOB_START) {
+                        r = find_starting(bus, x, &starting, &idle, &target, &x->error);
+                        if (r < 0) {
+                                log_warning("Failed to learn whether %s is being started, not starting %s (extension %s): %s",
+                                            target, x->unit, x->image, strna(x->error));
+                                continue;
+                        }
+                        if (r == 0)
+                                continue; /* enabling is not starting (as systemd-sysext): nothing said */
+                }
                 r = unit_job_enqueue(bus, x, &x->job, &kind, &x->error);
                 if (r < 0)
                         log_warning("Failed to queue the %s of %s (for extension %s): %s", unit_job_kind_to_string(x->kind), x->unit,
                                     x->image, strna(x->error));
                 else {
                         x->kind = kind;
-                        log_info("Queued %s of %s (extension %s).", unit_job_kind_to_string(kind), x->unit, x->image);
+                        if (target)
+                                log_info("Queued start of %s (extension %s): it is enabled for %s, which is being started.",
+                                         x->unit, x->image, target);
+                        else
+                                log_info("Queued %s of %s (extension %s).", unit_job_kind_to_string(kind), x->unit, x->image);
                 }
         }
         return 1;

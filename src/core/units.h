@@ -34,6 +34,17 @@
  * removed, or its new version no longer ships it, and no image that stays ships it) is
  * stopped; a drop-in that is gone restarts the unit it applied to.
  *
+ * A unit an image enables and ships: a symbolic link T.wants/U or T.requires/U in those
+ * directories (Image.wanted_units; not T.upholds/U, which systemd enforces by itself once
+ * reloaded), U a unit file of the image's own, of a type it may restart.  With
+ * EXTENSION_RELOAD_MANAGER=1 only, for an image added or in a new version (a link its previous
+ * version had, to a unit it shipped, does not count again): after the reload, U is started
+ * (StartUnit()) if T is being started: ActiveState "activating", or a start or restart job
+ * queued for it.  That is the boot-time merge: the start job of multi-user.target and its
+ * Wants= were computed before the image was merged, and a reload adds no job.  When T is
+ * active (or inactive, nothing starting it) nothing happens and nothing is said: enabling is
+ * not starting, as with systemd-sysext.  A unit also listed for a restart is restarted.
+ *
  * Jobs are enqueued (mode "replace") and never waited for: a transition does not depend on
  * how long a unit takes.  A failure is a warning: the trees are in place by then. */
 
@@ -41,27 +52,30 @@ typedef enum UnitJobKind {
         UNIT_JOB_STOP,
         UNIT_JOB_RESTART,
         UNIT_JOB_RELOAD_OR_RESTART,
+        UNIT_JOB_START, /* only while a unit it is enabled for is being started (wanted_by) */
         _UNIT_JOB_KIND_MAX,
         _UNIT_JOB_KIND_INVALID = -EINVAL,
 } UnitJobKind;
 
-/* "stop", "restart", "reload-or-restart" */
+/* "stop", "restart", "reload-or-restart", "start" */
 const char *unit_job_kind_to_string(UnitJobKind k);
 int unit_job_kind_from_string(const char *s);
-/* "StopUnit", "RestartUnit", "ReloadOrRestartUnit" */
+/* "StopUnit", "RestartUnit", "ReloadOrRestartUnit", "StartUnit" */
 const char *unit_job_kind_method(UnitJobKind k);
 
 typedef struct UnitAction {
         char *unit;
         UnitJobKind kind;  /* once queued: what was queued (a restart of a unit gone: a stop) */
         char *image;       /* the image that asked (or whose unit went), for messages */
+        char **wanted_by;  /* a start: the units it is enabled for (T of T.wants/U); started only
+                            * if one of them is being started when the manager has reloaded */
         char *job;         /* once queued: the job's object path */
         char *error;       /* could not be queued: why */
 } UnitAction;
 
 typedef struct UnitActions {
         bool reload;
-        UnitAction *actions; /* stops first, then restarts, then reloads-or-restarts */
+        UnitAction *actions; /* stops first, then restarts, then reloads-or-restarts, then starts */
         size_t n;
         char **warnings; /* refused names, for the log */
 } UnitActions;
@@ -101,8 +115,30 @@ char *const *unit_dirs(ImageClass k, bool usr_partition);
 #define UNIT_DIR_ENTRIES_MAX 4096
 int unit_files_scan(int image_root_fd, char *const *dirs, char *const *names, char ***ret);
 
+/* Links that enable a unit for another: "T.wants/U" or "T.requires/U" (the spelling of
+ * Image.wanted_units), T and U valid unit names (unit_name_valid(): no template).  At most
+ * UNIT_WANTED_LINK_MAX bytes (T.wants and U are each one file name). */
+#define UNIT_WANTED_LINK_MAX 511
+/* The most links recorded for one image (the journal keeps no more). */
+#define UNIT_WANTED_MAX 1024
+
+/* Pure: T and U of such a link (ret_target, ret_unit may be NULL); -EINVAL for anything else,
+ * T.upholds/U included (Upholds= is enforced by systemd itself once it has reloaded). */
+int unit_wanted_link_split(const char *link, char **ret_target, char **ret_unit);
+
+/* I/O: the links in the T.wants/ and T.requires/ directories of the unit directories below the
+ * image's root fd: each such directory opened beneath the root without following a symlink,
+ * and in it every symbolic link whose name is a valid unit name, read and never followed (one
+ * to /dev/null is a mask, not counted); at most UNIT_DIR_ENTRIES_MAX entries of each directory
+ * looked at, UNIT_WANTED_MAX links recorded.  The links name U; whether the image ships U is
+ * the plan's question (unit_shipped()).  Returns the links found (NULL when none). */
+int unit_wanted_scan(int image_root_fd, char *const *dirs, char ***ret);
+
 /* Pure: from the compatible images merged before and after a transition, of the classes in
- * the mask (those the transition covered; images of the other classes stay as they were). */
+ * the mask (those the transition covered; images of the other classes stay as they were):
+ * the stops, restarts and reloads-or-restarts, and the starts that are candidates (each with
+ * the units it is enabled for; whether one of them is being started is asked by
+ * unit_actions_run()). */
 int unit_actions_plan(const ImageList *before, const ImageList *after, unsigned classes, UnitActions *ret);
 
 /* The service manager: as root its private socket /run/systemd/private (there before the
@@ -111,11 +147,14 @@ int unit_actions_plan(const ImageList *before, const ImageList *after, unsigned 
 int unit_manager_connect(sd_bus **ret);
 
 /* Logs the warnings, reloads the service manager, then queues the jobs without waiting for
- * them ("Queued restart of foo.service."), each action's job or error filled in.  Returns < 0
- * when the manager could not be reached or reloaded (logged; no job queued), 1 when it ran,
- * 0 when there was nothing to do. */
+ * them ("Queued restart of foo.service."), each action's job or error filled in; a start only
+ * when a unit it is enabled for is being started, asked of the manager then (GetUnit(), the
+ * unit's ActiveState and Job, the job's JobType): otherwise neither job nor error is filled in,
+ * and nothing is logged.  Returns < 0 when the manager could not be reached or reloaded
+ * (logged; no job queued), 1 when it ran, 0 when there was nothing to do. */
 int unit_actions_run(UnitActions *a);
 
-/* Queues one job; "Unit not found" for a restart becomes a stop (its unit file went).
+/* Queues one job; "Unit not found" for a restart or reload-or-restart becomes a stop (its unit
+ * file went; never for a start).
  * *ret_job: the job's object path; on failure *ret_error: why, for people.  Logs nothing. */
 int unit_job_enqueue(sd_bus *bus, const UnitAction *a, char **ret_job, UnitJobKind *ret_kind, char **ret_error);

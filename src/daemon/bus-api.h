@@ -43,7 +43,7 @@
 
 /* UnitJobs property, UnitJobsFinished(t generation, a(ssss) jobs) signal: the jobs the last
  * transition queued for images that ship units: unit, action ("restart", "reload-or-restart",
- * "stop"), image, result ("" while it runs, then systemd's: "done", "failed", "canceled",
+ * "stop", "start"), image, result ("" while it runs, then systemd's: "done", "failed", "canceled",
  * "timeout", "dependency", "skipped", ...; "not-queued" when the manager refused it) */
 #define SYSEXTD_UNIT_JOB_STRUCT "(ssss)"
 

@@ -138,7 +138,8 @@ static int run_transition(void *userdata, json_object *doc, int **ret_fds, size_
                         json_object *o;
 
                         if (!x->job && !x->error)
-                                continue; /* not asked (--no-reload, another root, no reload) */
+                                continue; /* not asked (--no-reload, another root, no reload, a start
+                                           * whose target is not being started) */
                         o = json_object_new_object();
 
                         json_object_object_add(o, "unit", json_object_new_string(x->unit));

@@ -18,7 +18,7 @@ typedef struct Manager Manager;
 /* A unit job a transition queued for an image that ships units (units.h), and how it ended. */
 typedef struct UnitJob {
         char *unit;
-        char *action; /* "restart", "reload-or-restart", "stop" */
+        char *action; /* "restart", "reload-or-restart", "stop", "start" */
         char *image;
         char *job;    /* object path; NULL: it could not be queued */
         char *result; /* NULL while it runs; systemd's result ("done", "failed", ...), or

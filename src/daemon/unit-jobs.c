@@ -3,7 +3,8 @@
  * How the unit jobs of images that ship units end (units.h), in the bus process.
  *
  * A transition's worker reloads the service manager and queues the jobs (never waiting for
- * them) and lists them in its report.  Here, from the start of the daemon, the manager's
+ * them) and lists them in its report (a start of a unit an image enables is queued, and
+ * listed, only when what it is enabled for is being started).  Here, from the start of the daemon, the manager's
  * JobRemoved signals are watched (after Subscribe(), which makes systemd send them to us
  * whoever queued the job); the last UNIT_JOBS_SEEN_MAX are kept, because a job can end before
  * the worker's report arrives.  The report's jobs are the UnitJobs property ("" while a job

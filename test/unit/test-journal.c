@@ -8,6 +8,7 @@
 #include "journal.h"
 #include "tests.h"
 #include "tree.h"
+#include "units.h"
 #include "util.h"
 
 #define T1 "0123456789abcdef0123456789abcdef"
@@ -145,6 +146,28 @@ int main(void) {
         CHECK(parse_mutated("\"signed\":false", "\"signed\":false,\"roothash\":\" " T1 "\"") == -EBADMSG);
         CHECK(parse_mutated("\"signed\":false", "\"signed\":false,\"roothash\":12") == -EBADMSG);
 
+        /* The links that enable units (optional: the valid document, of an older sysextd, has
+         * none and loaded above with none); an item may be as long as a link can be. */
+        CHECK(j.images.images[0].wanted_units == NULL);
+        CHECK(parse_mutated("\"judged_by\":4", "\"judged_by\":4,\"wanted_units\":[\"multi-user.target.wants/a.service\"]") == 0);
+        CHECK(parse_mutated("\"judged_by\":4", "\"judged_by\":4,\"wanted_units\":[]") == 0);
+        CHECK(parse_mutated("\"judged_by\":4", "\"judged_by\":4,\"wanted_units\":null") == 0);
+        CHECK(parse_mutated("\"judged_by\":4", "\"judged_by\":4,\"wanted_units\":[1]") == -EBADMSG);
+        {
+                _cleanup_free_ char *longest = NULL, *with = NULL;
+
+                CHECK(asprintf(&longest, "%0*d", UNIT_WANTED_LINK_MAX, 0) > 0);
+                CHECK(asprintf(&with, "\"judged_by\":4,\"wanted_units\":[\"%s\"]", longest) > 0);
+                CHECK(parse_mutated("\"judged_by\":4", with) == 0);
+                free(with);
+                CHECK(asprintf(&with, "\"judged_by\":4,\"wanted_units\":[\"%s0\"]", longest) > 0);
+                CHECK(parse_mutated("\"judged_by\":4", with) == -EBADMSG);
+                /* The other lists keep their limit. */
+                free(with);
+                CHECK(asprintf(&with, "\"judged_by\":4,\"shipped_units\":[\"%s\"]", longest) > 0);
+                CHECK(parse_mutated("\"judged_by\":4", with) == -EBADMSG);
+        }
+
         /* Tree records. */
         {
                 _cleanup_(tree_done) Tree t = {}, u = {};
@@ -209,6 +232,21 @@ int main(void) {
                 json_object_put(o);
                 o = image_to_json(&img, IMAGE_JSON_PUBLIC);
                 CHECK(o && !json_object_object_get_ex(o, "roothash", NULL));
+                json_object_put(o);
+                /* The links that enable units: the journal's and the cache's, not users'. */
+                char *wanted[] = { (char *) "multi-user.target.wants/a.service", (char *) "b.service.requires/c.socket", NULL };
+                img.wanted_units = wanted;
+                for (int s = 0; s < 2; s++) {
+                        ImageJsonSet set = s == 0 ? IMAGE_JSON_JOURNAL : IMAGE_JSON_WORKER;
+
+                        o = image_to_json(&img, set);
+                        CHECK(o && image_from_json(o, set, &back) == 0);
+                        CHECK(strv_length(back.wanted_units) == 2 && streq(back.wanted_units[1], "b.service.requires/c.socket"));
+                        image_done(&back);
+                        json_object_put(o);
+                }
+                o = image_to_json(&img, IMAGE_JSON_PUBLIC);
+                CHECK(o && !json_object_object_get_ex(o, "wanted_units", NULL));
                 json_object_put(o);
         }
         return tap_finish();

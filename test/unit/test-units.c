@@ -25,11 +25,18 @@ static Image img(const char *name, ImageClass k, uint64_t stamp, bool reload, co
         return i;
 }
 
+/* links: as Image.wanted_units spells them ("multi-user.target.wants/a.service ..."). */
+static Image wants(Image i, const char *links) {
+        (void) strv_split(links, " ", &i.wanted_units);
+        return i;
+}
+
 static void drop(Image *l, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 strv_free(l[i].restart_units);
                 strv_free(l[i].reload_or_restart_units);
                 strv_free(l[i].shipped_units);
+                strv_free(l[i].wanted_units);
         }
 }
 
@@ -47,6 +54,19 @@ static const char *job(const UnitActions *u, const char *unit) {
                 if (streq(u->actions[i].unit, unit))
                         return unit_job_kind_to_string(u->actions[i].kind);
         return NULL;
+}
+
+/* The units a planned start is enabled for, space-separated ("" when none, NULL: no action). */
+static char *job_wanted_by(const UnitActions *u, const char *unit) {
+        for (size_t i = 0; i < u->n; i++)
+                if (streq(u->actions[i].unit, unit))
+                        return u->actions[i].wanted_by ? strv_join(u->actions[i].wanted_by, " ") : strdup("");
+        return NULL;
+}
+
+static bool wanted_by_is(const UnitActions *u, const char *unit, const char *expected) {
+        _cleanup_free_ char *s = job_wanted_by(u, unit);
+        return streq_ptr(s, expected);
 }
 
 static const char *job_image(const UnitActions *u, const char *unit) {
@@ -96,6 +116,9 @@ static void test_names(void) {
         CHECK_STREQ(unit_job_kind_method(UNIT_JOB_STOP), "StopUnit");
         CHECK_STREQ(unit_job_kind_method(UNIT_JOB_RESTART), "RestartUnit");
         CHECK_STREQ(unit_job_kind_method(UNIT_JOB_RELOAD_OR_RESTART), "ReloadOrRestartUnit");
+        CHECK_STREQ(unit_job_kind_to_string(UNIT_JOB_START), "start");
+        CHECK(unit_job_kind_from_string("start") == UNIT_JOB_START);
+        CHECK_STREQ(unit_job_kind_method(UNIT_JOB_START), "StartUnit");
 }
 
 static void test_candidates(void) {
@@ -544,6 +567,265 @@ static void test_scan(void) {
         close(root);
 }
 
+static void test_enabled(void) {
+        UnitActions u;
+
+        /* The issue's image (merged at boot, EXTENSION_RELOAD_MANAGER=1): the unit it ships and
+         * enables through .wants/ is a start candidate for multi-user.target; the one through
+         * .upholds/ is systemd's; a link to a unit it does not ship, or ships only a drop-in
+         * for, is nothing of ours. */
+        Image a[] = { wants(img("units", IMAGE_CLASS_SYSEXT, 1, true, NULL, NULL,
+                                "vmtest-wants.service vmtest-upholds.service web.socket db.service host.service.d/ "
+                                "worker@.service"),
+                            "multi-user.target.wants/vmtest-wants.service multi-user.target.upholds/vmtest-upholds.service "
+                            "sockets.target.wants/web.socket vmtest-wants.service.requires/db.service "
+                            "multi-user.target.wants/sshd.service multi-user.target.wants/host.service "
+                            "multi-user.target.wants/worker@1.service") };
+        u = plan(NULL, 0, a, 1, IMAGE_CLASS_ALL);
+        CHECK(u.reload && !u.warnings);
+        CHECK(u.n == 4);
+        CHECK_STREQ(job(&u, "vmtest-wants.service"), "start");
+        CHECK(wanted_by_is(&u, "vmtest-wants.service", "multi-user.target"));
+        CHECK_STREQ(job_image(&u, "vmtest-wants.service"), "units");
+        CHECK_STREQ(job(&u, "web.socket"), "start");
+        CHECK(wanted_by_is(&u, "web.socket", "sockets.target"));
+        CHECK_STREQ(job(&u, "db.service"), "start"); /* .requires/ as .wants/ */
+        CHECK(wanted_by_is(&u, "db.service", "vmtest-wants.service"));
+        CHECK_STREQ(job(&u, "worker@1.service"), "start"); /* an instance of its template */
+        CHECK(!job(&u, "vmtest-upholds.service"));
+        CHECK(!job(&u, "sshd.service"));
+        CHECK(!job(&u, "host.service"));
+        unit_actions_done(&u);
+
+        /* The same image again (merged in the same version): no candidate. */
+        Image b[] = { wants(img("units", IMAGE_CLASS_SYSEXT, 1, true, NULL, NULL, "vmtest-wants.service"),
+                            "multi-user.target.wants/vmtest-wants.service") };
+        u = plan(b, 1, a, 1, IMAGE_CLASS_ALL);
+        CHECK(u.n == 0 && !u.reload);
+        unit_actions_done(&u);
+
+        /* Removed: nothing is started (nor stopped: it listed nothing). */
+        u = plan(a, 1, NULL, 0, IMAGE_CLASS_ALL);
+        CHECK(u.n == 0 && u.reload);
+        unit_actions_done(&u);
+        drop(a, 1), drop(b, 1);
+
+        /* Without EXTENSION_RELOAD_MANAGER=1: no reload, no start. */
+        Image c[] = { wants(img("quiet", IMAGE_CLASS_SYSEXT, 1, false, NULL, NULL, "q.service"),
+                            "multi-user.target.wants/q.service") };
+        u = plan(NULL, 0, c, 1, IMAGE_CLASS_ALL);
+        CHECK(u.n == 0 && !u.reload && !u.warnings);
+        unit_actions_done(&u);
+        /* ... even when a restart it lists brings the reload: that unit is restarted, the one
+         * it enables is not started. */
+        Image c2[] = { wants(img("quiet", IMAGE_CLASS_SYSEXT, 1, false, "r.service", NULL, "q.service r.service"),
+                             "multi-user.target.wants/q.service") };
+        u = plan(NULL, 0, c2, 1, IMAGE_CLASS_ALL);
+        CHECK(u.reload && u.n == 1 && streq_ptr(job(&u, "r.service"), "restart") && !job(&u, "q.service"));
+        unit_actions_done(&u);
+        drop(c, 1), drop(c2, 1);
+
+        /* A confext enables units through etc/systemd/system as well. */
+        Image d[] = { wants(img("conf", IMAGE_CLASS_CONFEXT, 1, true, NULL, NULL, "c.service"),
+                            "multi-user.target.wants/c.service") };
+        u = plan(NULL, 0, d, 1, IMAGE_CLASS_ALL);
+        CHECK(u.n == 1 && streq_ptr(job(&u, "c.service"), "start"));
+        unit_actions_done(&u);
+        /* A transition of the other class does not touch it. */
+        u = plan(NULL, 0, d, 1, 1u << IMAGE_CLASS_SYSEXT);
+        CHECK(u.n == 0);
+        unit_actions_done(&u);
+        drop(d, 1);
+}
+
+static void test_enabled_changed(void) {
+        UnitActions u;
+
+        /* A new version: only what it newly enables is a candidate; a link the old version had to
+         * a unit it shipped was one when that version came. */
+        Image old[] = { wants(img("app", IMAGE_CLASS_SYSEXT, 1, true, NULL, NULL, "app.service late.service"),
+                              "multi-user.target.wants/app.service multi-user.target.wants/late.service") };
+        Image now[] = { wants(img("app", IMAGE_CLASS_SYSEXT, 2, true, NULL, NULL, "app.service late.service new.service"),
+                              "multi-user.target.wants/app.service graphical.target.wants/late.service "
+                              "multi-user.target.wants/new.service") };
+        u = plan(old, 1, now, 1, IMAGE_CLASS_ALL);
+        CHECK(u.reload && u.n == 2);
+        CHECK(!job(&u, "app.service"));
+        CHECK_STREQ(job(&u, "late.service"), "start"); /* enabled for another target now */
+        CHECK(wanted_by_is(&u, "late.service", "graphical.target"));
+        CHECK_STREQ(job(&u, "new.service"), "start");
+        unit_actions_done(&u);
+
+        /* The old version linked it but did not ship it (the host's then): a candidate now. */
+        Image old2[] = { wants(img("app", IMAGE_CLASS_SYSEXT, 1, true, NULL, NULL, "late.service"),
+                               "multi-user.target.wants/app.service") };
+        u = plan(old2, 1, now, 1, IMAGE_CLASS_ALL);
+        CHECK_STREQ(job(&u, "app.service"), "start");
+        unit_actions_done(&u);
+
+        /* Recorded by an older sysextd (no links in the journal): what the new version enables
+         * is a candidate. */
+        Image legacy[] = { img("app", IMAGE_CLASS_SYSEXT, 1, true, NULL, NULL, "app.service late.service") };
+        u = plan(legacy, 1, now, 1, IMAGE_CLASS_ALL);
+        CHECK(u.n == 3 && streq_ptr(job(&u, "app.service"), "start"));
+        unit_actions_done(&u);
+        drop(old, 1), drop(now, 1), drop(old2, 1), drop(legacy, 1);
+}
+
+static void test_enabled_and_listed(void) {
+        UnitActions u;
+
+        /* Enabled for two targets, by two images: one start, for either target. */
+        Image a[] = { wants(img("a", IMAGE_CLASS_SYSEXT, 1, true, NULL, NULL, "s.service"),
+                            "multi-user.target.wants/s.service graphical.target.wants/s.service"),
+                      wants(img("b", IMAGE_CLASS_SYSEXT, 1, true, NULL, NULL, "s.service"),
+                            "default.target.wants/s.service multi-user.target.wants/s.service") };
+        u = plan(NULL, 0, a, 2, IMAGE_CLASS_ALL);
+        CHECK(u.n == 1 && streq_ptr(job(&u, "s.service"), "start"));
+        CHECK(wanted_by_is(&u, "s.service", "multi-user.target graphical.target default.target"));
+        unit_actions_done(&u);
+        drop(a, 2);
+
+        /* Listed for a restart (or reload-or-restart) and enabled: restarted, whatever the
+         * targets do; restarts before starts. */
+        Image b[] = { wants(img("x", IMAGE_CLASS_SYSEXT, 1, true, NULL, "r.service", "r.service z.service"),
+                            "multi-user.target.wants/z.service multi-user.target.wants/r.service") };
+        u = plan(NULL, 0, b, 1, IMAGE_CLASS_ALL);
+        CHECK(u.n == 2 && streq_ptr(job(&u, "r.service"), "reload-or-restart") && wanted_by_is(&u, "r.service", ""));
+        CHECK(u.actions[0].kind == UNIT_JOB_RELOAD_OR_RESTART && u.actions[1].kind == UNIT_JOB_START);
+        unit_actions_done(&u);
+        /* The same with the restart asked by another image considered after the start. */
+        Image c[] = { wants(img("x", IMAGE_CLASS_SYSEXT, 1, true, NULL, NULL, "r.service"),
+                            "multi-user.target.wants/r.service"),
+                      img("y", IMAGE_CLASS_CONFEXT, 1, false, "r.service", NULL, "r.service.d/") };
+        u = plan(NULL, 0, c, 2, IMAGE_CLASS_ALL);
+        CHECK(u.n == 1 && streq_ptr(job(&u, "r.service"), "restart") && streq_ptr(job_image(&u, "r.service"), "y") &&
+              wanted_by_is(&u, "r.service", ""));
+        unit_actions_done(&u);
+        drop(b, 1), drop(c, 2);
+
+        /* A unit of a type an image never restarts is never started either, shipped or not;
+         * no warning (enabling is no request to sysextd). */
+        Image d[] = { wants(img("t", IMAGE_CLASS_SYSEXT, 1, true, NULL, NULL,
+                                "my.target data.mount data.automount s.swap my.slice my.scope dev-x.device"),
+                            "multi-user.target.wants/my.target local-fs.target.wants/data.mount "
+                            "local-fs.target.wants/data.automount swap.target.wants/s.swap "
+                            "multi-user.target.wants/my.slice multi-user.target.wants/my.scope "
+                            "multi-user.target.wants/dev-x.device") };
+        u = plan(NULL, 0, d, 1, IMAGE_CLASS_ALL);
+        CHECK(u.reload && u.n == 0 && !u.warnings);
+        unit_actions_done(&u);
+        drop(d, 1);
+
+        /* Links the probe would not record, as a journal might hold them: nothing. */
+        Image e[] = { wants(img("e", IMAGE_CLASS_SYSEXT, 1, true, NULL, NULL, "e.service"),
+                            "multi-user.target.upholds/e.service e.service multi-user.target.wants/../e.service "
+                            "multi-user.target.after/e.service") };
+        u = plan(NULL, 0, e, 1, IMAGE_CLASS_ALL);
+        CHECK(u.n == 0 && !u.warnings);
+        unit_actions_done(&u);
+        drop(e, 1);
+}
+
+static void test_wanted_split(void) {
+        char *t = NULL, *u = NULL;
+
+        CHECK(unit_wanted_link_split("multi-user.target.wants/app.service", &t, &u) == 0);
+        CHECK_STREQ(t, "multi-user.target");
+        CHECK_STREQ(u, "app.service");
+        free(t), free(u);
+        t = u = NULL;
+        CHECK(unit_wanted_link_split("app.service.requires/db@main.socket", &t, &u) == 0);
+        CHECK_STREQ(t, "app.service");
+        CHECK_STREQ(u, "db@main.socket");
+        free(t), free(u);
+        t = u = NULL;
+        CHECK(unit_wanted_link_split("graphical.target.wants/x.timer", NULL, NULL) == 0);
+        /* Upholds= is systemd's to enforce after the reload: not ours. */
+        CHECK(unit_wanted_link_split("multi-user.target.upholds/app.service", &t, &u) == -EINVAL);
+        CHECK(t == NULL && u == NULL);
+        /* Drop-ins, other directories, templates, paths, no names. */
+        CHECK(unit_wanted_link_split("app.service.d/10-x.conf", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("multi-user.target.after/app.service", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("multi-user.target.wants/app@.service", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("getty@.service.wants/app.service", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("multi-user.target.wants/../app.service", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("a/multi-user.target.wants/app.service", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("multi-user.target.wants/", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split(".wants/app.service", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("multi-user.target.wants", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split("multi-user.wants/app.service", NULL, NULL) == -EINVAL);
+        CHECK(unit_wanted_link_split(NULL, NULL, NULL) == -EINVAL);
+}
+
+static void test_wanted_scan(void) {
+        char tmpl[] = "/tmp/test-units-wanted-XXXXXX";
+        char *dir = mkdtemp(tmpl);
+        char **found = NULL;
+        int root;
+
+        CHECK(dir != NULL);
+        if (!dir)
+                return;
+        root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(root >= 0);
+        CHECK(mkdir_p_at(root, "usr/lib/systemd/system/multi-user.target.wants", 0755) == 0);
+        CHECK(mkdir_p_at(root, "usr/lib/systemd/system/multi-user.target.upholds", 0755) == 0);
+        CHECK(mkdir_p_at(root, "usr/lib/systemd/system/app.service.requires", 0755) == 0);
+        CHECK(mkdir_p_at(root, "usr/lib/systemd/system/app@.service.wants", 0755) == 0);
+        CHECK(mkdir_p_at(root, "usr/local/lib/systemd/system/timers.target.wants", 0755) == 0);
+        CHECK(mkdir_p_at(root, "etc/systemd/system/multi-user.target.wants", 0755) == 0);
+        CHECK(mkdir_p_at(root, "elsewhere/linked.target.wants", 0755) == 0);
+        CHECK(mkfile(root, "usr/lib/systemd/system/app.service") == 0);
+        CHECK(symlinkat("../app.service", root, "usr/lib/systemd/system/multi-user.target.wants/app.service") == 0);
+        CHECK(symlinkat("/usr/lib/systemd/system/host.service", root,
+                        "usr/lib/systemd/system/multi-user.target.wants/host.service") == 0);
+        /* A link is named, never followed: one out of the image counts by its name (the plan
+         * then asks whether the image ships that unit). */
+        CHECK(symlinkat("../../../../../../etc/passwd", root, "usr/lib/systemd/system/multi-user.target.wants/out.service") == 0);
+        CHECK(symlinkat("/dev/null", root, "usr/lib/systemd/system/multi-user.target.wants/masked.service") == 0);
+        CHECK(mkfile(root, "usr/lib/systemd/system/multi-user.target.wants/regular.service") == 0);
+        CHECK(symlinkat("../app.service", root, "usr/lib/systemd/system/multi-user.target.wants/bad name.service") == 0);
+        CHECK(symlinkat("../app.service", root, "usr/lib/systemd/system/multi-user.target.wants/notaunit") == 0);
+        CHECK(symlinkat("../app.service", root, "usr/lib/systemd/system/multi-user.target.upholds/app.service") == 0);
+        CHECK(symlinkat("../db.socket", root, "usr/lib/systemd/system/app.service.requires/db.socket") == 0);
+        CHECK(symlinkat("../x.service", root, "usr/lib/systemd/system/app@.service.wants/x.service") == 0);
+        CHECK(symlinkat("/usr/local/lib/systemd/system/t.timer", root,
+                        "usr/local/lib/systemd/system/timers.target.wants/t.timer") == 0);
+        CHECK(symlinkat("../c.service", root, "etc/systemd/system/multi-user.target.wants/c.service") == 0);
+        CHECK(symlinkat("../../../../elsewhere/linked.target.wants", root, "usr/lib/systemd/system/linked.target.wants") == 0);
+        CHECK(symlinkat("../x.service", root, "elsewhere/linked.target.wants/x.service") == 0);
+
+        CHECK(unit_wanted_scan(root, unit_dirs(IMAGE_CLASS_SYSEXT, false), &found) == 0);
+        CHECK(strv_length(found) == 5);
+        CHECK(strv_contains(found, "multi-user.target.wants/app.service"));
+        CHECK(strv_contains(found, "multi-user.target.wants/host.service"));
+        CHECK(strv_contains(found, "multi-user.target.wants/out.service"));
+        CHECK(strv_contains(found, "app.service.requires/db.socket"));
+        CHECK(strv_contains(found, "timers.target.wants/t.timer"));
+        /* Not: a mask, a regular file, invalid names, .upholds/, a template's directory, a
+         * directory that is a symlink. */
+        CHECK(!strv_contains(found, "multi-user.target.wants/masked.service"));
+        CHECK(!strv_contains(found, "multi-user.target.wants/regular.service"));
+        CHECK(!strv_contains(found, "multi-user.target.upholds/app.service"));
+        CHECK(!strv_contains(found, "linked.target.wants/x.service"));
+        strv_free(found);
+        found = NULL;
+
+        /* A confext: etc/systemd/system only. */
+        CHECK(unit_wanted_scan(root, unit_dirs(IMAGE_CLASS_CONFEXT, false), &found) == 0);
+        CHECK(strv_length(found) == 1 && streq(found[0], "multi-user.target.wants/c.service"));
+        strv_free(found);
+        found = NULL;
+
+        /* None there: nothing. */
+        CHECK(unit_wanted_scan(root, unit_dirs(IMAGE_CLASS_SYSEXT, true), &found) == 0);
+        CHECK(found == NULL);
+
+        (void) rm_rf_at(AT_FDCWD, dir);
+        close(root);
+}
+
 int main(void) {
         test_names();
         test_candidates();
@@ -556,5 +838,10 @@ int main(void) {
         test_changed_both_versions();
         test_invalid_and_duplicates();
         test_scan();
+        test_enabled();
+        test_enabled_changed();
+        test_enabled_and_listed();
+        test_wanted_split();
+        test_wanted_scan();
         return tap_finish();
 }
