@@ -101,6 +101,7 @@
 #include <linux/openat2.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -214,6 +215,24 @@ static int push_u64(uint64_t **a, size_t *n, uint64_t v) {
         return 0;
 }
 
+/* Whether process 'pid' is the first met of its mount namespace (recorded in *seen): 1 yes,
+ * with its mount table in *ret_table; 0 no (or it is gone); < 0 out of memory. */
+static int namespace_first_met(const char *pid, uint64_t **seen, size_t *n_seen, char **ret_table) {
+        char path[300];
+        struct stat st;
+
+        snprintf(path, sizeof(path), "/proc/%s/ns/mnt", pid);
+        if (stat(path, &st) < 0)
+                return 0;
+        for (size_t i = 0; i < *n_seen; i++)
+                if ((*seen)[i] == (uint64_t) st.st_ino)
+                        return 0;
+        if (push_u64(seen, n_seen, st.st_ino) < 0)
+                return -ENOMEM;
+        snprintf(path, sizeof(path), "/proc/%s/mountinfo", pid);
+        return read_file_at(AT_FDCWD, path, 0, 64U << 20, ret_table, NULL, NULL) < 0 ? 0 : 1;
+}
+
 /* Every mount of the file system 'dev', in every mount namespace: mount ids are unique
  * system-wide, and each namespace's mount table is read once, from its first process. */
 static int mounts_of_fs(dev_t dev, uint64_t **ret, size_t *ret_n) {
@@ -226,23 +245,14 @@ static int mounts_of_fs(dev_t dev, uint64_t **ret, size_t *ret_n) {
                 return negative_errno();
         while ((p = readdir(proc))) {
                 _cleanup_free_ char *table = NULL;
-                char path[300];
-                struct stat st;
-                bool known = false;
+                int r;
 
                 if (p->d_name[0] < '1' || p->d_name[0] > '9')
                         continue;
-                snprintf(path, sizeof(path), "/proc/%s/ns/mnt", p->d_name);
-                if (stat(path, &st) < 0)
-                        continue;
-                for (size_t i = 0; i < n_seen && !known; i++)
-                        known = seen[i] == (uint64_t) st.st_ino;
-                if (known)
-                        continue;
-                if (push_u64(&seen, &n_seen, st.st_ino) < 0)
-                        return -ENOMEM;
-                snprintf(path, sizeof(path), "/proc/%s/mountinfo", p->d_name);
-                if (read_file_at(AT_FDCWD, path, 0, 64U << 20, &table, NULL, NULL) < 0)
+                r = namespace_first_met(p->d_name, &seen, &n_seen, &table);
+                if (r < 0)
+                        return r;
+                if (r == 0)
                         continue;
                 for (const char *l = table; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
                         unsigned long long id;
@@ -273,6 +283,39 @@ static char *describe_process(const char *pid, const char *verb, const char *tar
         return TAKE_PTR(s);
 }
 
+/* Appends view v (taken) to the list *out, "; "-separated, unless max are there already
+ * (counted in *more then). */
+static int add_view(char **out, size_t *n, size_t *more, size_t max, char *v) {
+        _cleanup_free_ char *view = v;
+        char *s;
+
+        if (!view)
+                return -ENOMEM;
+        if (*n >= max) {
+                (*more)++;
+                return 0;
+        }
+        s = strjoin3(*out ?: "", *out ? "; " : "", view);
+        if (!s)
+                return -ENOMEM;
+        free(*out);
+        *out = s;
+        (*n)++;
+        return 0;
+}
+
+static char *format(const char *fmt, ...) _printf_(1, 2);
+static char *format(const char *fmt, ...) {
+        va_list ap;
+        char *s;
+        int k;
+
+        va_start(ap, fmt);
+        k = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        return k < 0 ? NULL : s;
+}
+
 /* Views of the file system 'dev' (an old writable tree) that its detach does not take
  * away, for the warning before a handover: they keep the old tree, read-only from the seal
  * on.  A mount of a directory inside it (a bind made elsewhere, root not "/"), a copy in a
@@ -289,63 +332,38 @@ static char *other_views(dev_t dev, const char *path_here, size_t max) {
 
         if (!proc || stat("/proc/self/ns/mnt", &own) < 0)
                 return NULL;
-#define ADD_VIEW(...)                                                                   \
-        do {                                                                            \
-                _cleanup_free_ char *_v = NULL;                                         \
-                char *_s;                                                               \
-                if (n >= max) {                                                         \
-                        more++;                                                         \
-                        break;                                                          \
-                }                                                                       \
-                if (asprintf(&_v, __VA_ARGS__) < 0)                                     \
-                        return NULL;                                                    \
-                _s = strjoin3(out ?: "", out ? "; " : "", _v);                          \
-                if (!_s)                                                                \
-                        return NULL;                                                    \
-                free(out);                                                              \
-                out = _s;                                                               \
-                n++;                                                                    \
-        } while (0)
         while ((p = readdir(proc))) {
                 _cleanup_free_ char *table = NULL;
                 char path[300];
                 struct stat st;
-                bool known = false;
+                bool here;
+                int r;
 
                 if (p->d_name[0] < '1' || p->d_name[0] > '9')
                         continue;
-                for (const char *which = "cwd"; which; which = streq(which, "cwd") ? "root" : NULL) {
-                        _cleanup_free_ char *comm = NULL, *safe = NULL;
+                for (int root = 0; root <= 1; root++) {
                         char target[PATH_MAX];
                         ssize_t l;
 
-                        snprintf(path, sizeof(path), "/proc/%s/%s", p->d_name, which);
+                        snprintf(path, sizeof(path), "/proc/%s/%s", p->d_name, root ? "root" : "cwd");
                         if (stat(path, &st) < 0 || st.st_dev != dev)
                                 continue;
                         l = readlink(path, target, sizeof(target) - 1);
                         target[l > 0 ? l : 0] = 0;
-                        snprintf(path, sizeof(path), "/proc/%s/comm", p->d_name);
-                        if (read_file_at(AT_FDCWD, path, 0, 256, &comm, NULL, NULL) >= 0)
-                                comm[strcspn(comm, "\n")] = 0;
-                        ADD_VIEW("process %s (%s) has its %s directory in it (%s)", p->d_name,
-                                 string_safe(strna(comm), &safe), streq(which, "cwd") ? "working" : "root", target);
+                        if (add_view(&out, &n, &more, max,
+                                     describe_process(p->d_name, root ? "has its root directory in" : "has its working directory in",
+                                                      target, "")) < 0)
+                                return NULL;
                 }
+                r = namespace_first_met(p->d_name, &seen, &n_seen, &table);
+                if (r <= 0)
+                        continue;
                 snprintf(path, sizeof(path), "/proc/%s/ns/mnt", p->d_name);
-                if (stat(path, &st) < 0)
-                        continue;
-                for (size_t i = 0; i < n_seen && !known; i++)
-                        known = seen[i] == (uint64_t) st.st_ino;
-                if (known)
-                        continue;
-                if (push_u64(&seen, &n_seen, st.st_ino) < 0)
-                        return NULL;
-                snprintf(path, sizeof(path), "/proc/%s/mountinfo", p->d_name);
-                if (read_file_at(AT_FDCWD, path, 0, 64U << 20, &table, NULL, NULL) < 0)
-                        continue;
+                here = stat(path, &st) >= 0 && st.st_ino == own.st_ino;
                 for (char *l = table, *next; l && *l; l = next) {
                         char root[PATH_MAX], where[PATH_MAX];
                         unsigned maj, min;
-                        bool propagates;
+                        char *v = NULL;
 
                         next = strchr(l, '\n');
                         if (next)
@@ -353,23 +371,25 @@ static char *other_views(dev_t dev, const char *path_here, size_t max) {
                         if (sscanf(l, "%*u %*u %u:%u %4095s %4095s", &maj, &min, root, where) != 4 ||
                             makedev(maj, min) != (dev_t) dev)
                                 continue;
-                        propagates = strstr(l, " shared:") || strstr(l, " master:");
                         if (!streq(root, "/"))
-                                ADD_VIEW("its directory %s is mounted at %s%s%s", root, where,
-                                         st.st_ino == own.st_ino ? "" : " in the mount namespace of process ",
-                                         st.st_ino == own.st_ino ? "" : p->d_name);
-                        else if (st.st_ino == own.st_ino && !streq(where, path_here))
-                                ADD_VIEW("it is mounted at %s too", where);
-                        else if (!propagates && st.st_ino != own.st_ino)
-                                ADD_VIEW("the mount namespace of process %s has it at %s and receives no changes", p->d_name,
-                                         where);
+                                v = here ? format("its directory %s is mounted at %s", root, where)
+                                         : format("its directory %s is mounted at %s in the mount namespace of process %s", root,
+                                                  where, p->d_name);
+                        else if (here && !streq(where, path_here))
+                                v = format("it is mounted at %s too", where);
+                        else if (!here && !strstr(l, " shared:") && !strstr(l, " master:"))
+                                v = format("the mount namespace of process %s has it at %s and receives no changes",
+                                           p->d_name, where);
+                        else
+                                continue;
+                        if (add_view(&out, &n, &more, max, v) < 0)
+                                return NULL;
                 }
         }
-#undef ADD_VIEW
         if (more > 0) {
-                char *s;
+                char *s = format("%s; and %zu more", strempty(out), more);
 
-                if (asprintf(&s, "%s; and %zu more", strempty(out), more) < 0)
+                if (!s)
                         return NULL;
                 free(out);
                 out = s;

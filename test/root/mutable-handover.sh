@@ -349,7 +349,7 @@ cur=$to
 assert_contains "$ERR" "The previous writable tree of $R/opt stays in use elsewhere" "the warning"
 assert_contains "$ERR" "its directory /app is mounted at $WORK/bind-e" "the warning names the bind"
 assert_contains "$ERR" "it is mounted at $WORK/whole-e too" "the warning names the second mount"
-assert_contains "$ERR" "process $cwd_pid (sleep) has its working directory in it" "the warning names the process"
+assert_contains "$ERR" "process $cwd_pid (sleep) has its working directory in $R/opt/c1" "the warning names the process"
 assert_contains "$ERR" "the mount namespace of process $ns_pid has it at $R/opt and receives no changes" "the warning names the namespace"
 echo x >"$WORK/bind-e/x" 2>/dev/null && fail "the bind of the old tree is still writable"
 echo x >"$R/opt/app/x-e" || fail "the live /opt is not writable"
