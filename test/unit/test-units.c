@@ -475,6 +475,16 @@ static int mkfile(int dfd, const char *path) {
         return 0;
 }
 
+/* rm_rf_at() takes a name below a directory fd, not a path. */
+static void remove_tmp_dir(const char *dir) {
+        int tmp = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        if (tmp >= 0) {
+                (void) rm_rf_at(tmp, dir + strlen("/tmp/"));
+                close(tmp);
+        }
+}
+
 static void test_scan(void) {
         char tmpl[] = "/tmp/test-units-XXXXXX";
         char *dir = mkdtemp(tmpl);
@@ -563,7 +573,7 @@ static void test_scan(void) {
         CHECK(found == NULL);
 
         strv_free(names);
-        (void) rm_rf_at(AT_FDCWD, dir);
+        remove_tmp_dir(dir);
         close(root);
 }
 
@@ -822,7 +832,7 @@ static void test_wanted_scan(void) {
         CHECK(unit_wanted_scan(root, unit_dirs(IMAGE_CLASS_SYSEXT, true), &found) == 0);
         CHECK(found == NULL);
 
-        (void) rm_rf_at(AT_FDCWD, dir);
+        remove_tmp_dir(dir);
         close(root);
 }
 
