@@ -129,6 +129,11 @@ static bool seal_for_finish(Engine *e, Journal *j, HierarchyState *states, size_
         *ret_n = k;
         if (k == 0 || swap_seal_all(targets, k, SWAP_SEAL_WAIT_USEC, &msg) >= 0)
                 return true;
+        /* Every one writable again, also one sealed before the crash (between two seals):
+         * swap_seal_all() gives back only what it sealed itself. */
+        for (size_t i = 0; i < k; i++)
+                targets[i].sealed = true;
+        swap_unseal_all(targets, k);
         if (asprintf(&e->recovery_waits,
                      "An interrupted transition cannot be finished yet: %s Until then the previous trees stay live and writable, and the new ones wait beneath them unseen.",
                      strna(msg)) < 0)

@@ -511,6 +511,9 @@ static int seal_once(SwapTarget *t, char **ret_message) {
         if (r < 0)
                 return swap_explain(r, t->path, "make the old tree read-only on", ret_message);
         t->sealed = true;
+#ifdef SYSEXTD_TEST_HOOKS
+        testhook_point("swap-seal-one", 0);
+#endif
         return 0;
 }
 

@@ -16,7 +16,9 @@
  * not change, so a refresh costs in proportion to what changed.
  *
  * Lifecycle: at start, before serving anyone, stale dm-verity devices are removed and an
- * interrupted transition is resolved (a partly finished one is completed by a refresh job).
+ * interrupted transition is resolved (a partly finished one is completed by a refresh job);
+ * when a transition's worker dies without a report, a recovery job (a worker that only runs
+ * recovery) is queued at once, so a tree it sealed does not stay read-only until a next call.
  * On SIGTERM the running transition finishes and its caller gets the answer, queued ones are
  * told the daemon is going, then it exits.  When idle it gives the bus name back first,
  * asynchronously, and keeps answering until the bus confirms: a call that arrived meanwhile
@@ -125,7 +127,10 @@ static int run_transition(void *userdata, json_object *doc, int **ret_fds, size_
 
         log_set_sink(collect, &c);
         e->cache = &m->cache;
-        (void) engine_transition(e, j->verb, &j->options);
+        if (j->recovery)
+                (void) engine_recover(e);
+        else
+                (void) engine_transition(e, j->verb, &j->options);
         log_set_sink(NULL, NULL);
         add_result(doc, &e->result);
         json_object_object_add(doc, "messages", c.messages);
@@ -229,20 +234,38 @@ static int take_cache(Manager *m, Job *j) {
         return 0;
 }
 
-/* Recovery (recover.c) in the daemon, between transitions: at the start, and when a worker
- * died.  A transition that it finished for some hierarchies only is completed with a
- * refresh (unless 'complete' is false: the worker that died was such a refresh). */
-static void manager_recover(Manager *m, bool complete) {
+/* When a worker died without a report, what it may have left half done (a tree sealed
+ * read-only, a new one waiting beneath) is resolved at once, not when someone calls next: by a
+ * worker of its own (recovery takes the lock and may wait for a writer to close a file, which
+ * the bus loop must not), queued like a transition.  'complete': a transition it finds
+ * finished for some hierarchies only is then completed with a refresh (not when the worker
+ * that died was such a refresh: no endless round of them). */
+static int manager_queue_recovery(Manager *m, bool complete) {
+        Job *j, **tail;
+
+        if (m->exiting)
+                return 0;
+        j = job_new(m, JOB_TRANSITION, NULL);
+        if (!j)
+                return -ENOMEM;
+        j->verb = ENGINE_REFRESH; /* for messages only */
+        j->options = (EngineOptions) ENGINE_OPTIONS_INIT;
+        j->recovery = true;
+        j->complete = complete;
+        for (tail = &m->queue; *tail; tail = &(*tail)->next)
+                ;
+        *tail = j;
+        manager_update_idle(m);
+        return manager_start_next(m);
+}
+
+/* After a recovery job: the refresh that completes an incomplete transition, if asked for. */
+static void manager_after_recovery(Manager *m, bool complete) {
         _cleanup_(engine_status_done) EngineStatus s = {};
 
-        if (engine_recover(m->engine) < 0)
-                log_warning("Recovery after the worker's end failed: %s", strna(m->engine->result.message));
-        else if (m->engine->result.recovered)
-                log_info("Resolved the transition the worker left unfinished.");
-        if (engine_status(m->engine, NULL, &s) < 0 || !s.incomplete || !m->bus)
+        if (engine_status(m->engine, NULL, &s) < 0 || !s.incomplete)
                 return;
         if (!complete) {
-                /* The refresh that was to complete it died too: no endless round of them. */
                 log_warning("The interrupted transition is still finished for some hierarchies only; the next refresh completes it.");
                 return;
         }
@@ -280,13 +303,14 @@ static void job_finish(Job *j) {
         }
 
         if (j->type == JOB_TRANSITION) {
+                bool died = !doc, recovery = j->recovery, complete = j->complete;
                 size_t n_requests = j->n_requests;
 
                 assert(m->queue == j);
                 /* A successful transition that probed images hands over the next cache
                  * (maybe empty, after unmerge); otherwise the tree did not change and neither
                  * does the cache. */
-                if (doc_succeeded(doc) && take_cache(m, j) < 0)
+                if (doc_succeeded(doc) && !recovery && take_cache(m, j) < 0)
                         log_warning("The worker's image cache could not be read; the next transition probes every image.");
                 if (doc) {
                         uint64_t generation = 0;
@@ -298,12 +322,11 @@ static void job_finish(Job *j) {
                 job_free(j);
                 /* The listing may no longer be what a new one would say. */
                 json_object_putp(&m->list_cache);
-                /* A worker that died without a report may have left a transition half done
-                 * (a tree sealed read-only, a new one waiting beneath): resolved now, as at a
-                 * start, not when someone calls next.  A queued transition does it first
-                 * thing anyway. */
-                if (!doc && !m->queue)
-                        manager_recover(m, /* complete= */ n_requests > 0);
+                /* A queued transition resolves what a dead worker left first thing anyway. */
+                if (died && !recovery && !m->queue)
+                        (void) manager_queue_recovery(m, /* complete= */ n_requests > 0);
+                else if (!died && recovery)
+                        manager_after_recovery(m, complete);
                 manager_emit_changes(m);
                 (void) manager_start_next(m);
         } else {

@@ -42,6 +42,9 @@ typedef struct Job {
         Manager *manager;
         JobType type;
         EngineVerb verb;
+        /* A transition job that only resolves what a dead worker left (engine_recover()), and
+         * whether a transition it finds incomplete is then completed with a refresh. */
+        bool recovery, complete;
         EngineOptions options;
         /* The callers waiting for this job: one for a transition; for a listing, everyone
          * who asked while it ran. */

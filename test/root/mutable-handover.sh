@@ -274,6 +274,35 @@ assert_file_content "$R/opt/app/version" "$cur"
 echo again >"$R/opt/opt-c4" || fail "/opt is not writable after the transition was finished"
 echo again >"$R/usr/usr-c4" || fail "/usr is not writable after the transition was finished"
 assert_file_content "$R/opt/opt-c3" again
+check "(c) killed between the seals of /usr and /opt, then a file held open on /opt: the next command leaves both writable"
+to=$(next_version)
+replace_image "$WORK/app-$to.raw" "$E/app.raw"
+# the hook's shell kills its parent (sysextd) right after the first seal
+SYSEXTD_TEST_HOOK=swap-seal-one SYSEXTD_TEST_HOOK_EXEC='kill -9 $PPID; sleep 5' run_sysextd --mutable=yes refresh
+assert_rc 137 "refresh killed after its first seal"
+sealed=
+echo x 2>/dev/null >"$R/usr/probe-c6" || sealed+=usr
+echo x 2>/dev/null >"$R/opt/probe-c6" || sealed+=opt
+assert_eq "$sealed" usr "the trees sealed at the kill"
+rm -f "$WORK"/{ready,go,done}-c
+python3 "$WORK/cwd-holder.py" "$R/opt" "$WORK" &
+cholder=$!
+on_exit "kill $cholder 2>/dev/null || true"
+for ((k = 0; k < 200; k++)); do [[ -e $WORK/ready-c ]] && break; sleep 0.05; done
+run_sysextd status
+assert_ok "status with the file held on /opt"
+assert_contains "$ERR" "cannot be finished yet" "status's warning"
+echo again >"$R/usr/usr-c6" || fail "/usr stays read-only while the interrupted transition waits"
+echo again >"$R/opt/opt-c6" || fail "/opt is not writable while the interrupted transition waits"
+kill "$cholder"; wait "$cholder" 2>/dev/null || true
+run_sysextd status
+assert_ok "status once the holder is gone"
+journal_has_pending && fail "the pending record is still there"
+cur=$to
+assert_file_content "$R/opt/app/version" "$cur"
+assert_file_content "$R/usr/usr-c6" again
+echo again >"$R/usr/usr-c7" || fail "/usr is not writable after the transition was finished"
+
 check "(c) an unmerge killed after the seal: the next command makes the trees writable again, and status says so"
 SYSEXTD_TEST_HOOK=swap-sealed run_sysextd unmerge
 assert_rc 137 "unmerge killed after the seal"
