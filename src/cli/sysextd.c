@@ -366,7 +366,10 @@ int main(int argc, char **argv) {
                                         a.root ?: "/");
                         return 1;
                 }
-                r = config_load(base_fd, a.root, a.config, &config, &dconfig, &msg);
+                r = base_fd < 0 ? -errno : config_load(base_fd, a.root, a.config, &config, &dconfig, &msg);
+                /* The copy of the mount tree goes at once: held, it would keep every file
+                 * system below the root busy for as long as this process (the daemon) lives. */
+                base_fd = safe_close(base_fd);
                 if (r >= 0)
                         r = config_apply_environment(&config, &msg);
                 if (r < 0) {

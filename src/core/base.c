@@ -52,8 +52,15 @@ static int strip_ours(const char *root) {
                         MountEntry e = {};
                         bool ours;
 
-                        if (fd < 0 || mount_top_entry(fd, &e) < 0)
-                                continue;
+                        if (fd == -ENOENT)
+                                continue; /* gone meanwhile */
+                        if (fd < 0)
+                                return fd;
+                        /* One that cannot be checked fails the whole: facts read through one
+                         * of our trees are what this is for not to happen. */
+                        r = mount_top_entry(fd, &e);
+                        if (r < 0)
+                                return r;
                         ours = streq(e.fstype, "overlay") && streq(e.source, OVERLAY_SOURCE);
                         mount_entry_done(&e);
                         if (!ours)
@@ -111,6 +118,10 @@ int base_root_open(int root_fd, const char *root, int *ret_fd) {
                         if (tree < 0)
                                 k = -errno;
                 }
+                /* EPERM tells the caller "no mount namespace for this process" (unshare()
+                 * above): another step denied is another error. */
+                if (k == -EPERM)
+                        k = -EACCES;
                 (void) send_with_fds(sock_child, &k, sizeof(k), k >= 0 ? &tree : NULL, k >= 0 ? 1 : 0);
                 _exit(k >= 0 ? 0 : 1);
         }

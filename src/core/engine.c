@@ -641,10 +641,14 @@ static int prepare_mutables(Engine *e, const EngineOptions *o, HierarchyState *s
                                 continue;
                         for (size_t i = 0; i < n; i++)
                                 writing = writing || mutables[i].d.upper != MUTABLE_UPPER_NONE || mutables[i].d.import_dir;
-                        if (writing)
+                        if (writing && s == states[k].stack.n - 1)
                                 return engine_fail(e, ENGINE_ERROR_FOREIGN_MOUNT, EBUSY,
                                                    "%s has a writable overlay from source 'sysextd' that sysextd has no record of (its record was lost): it may write to the same upper directory, so no writable tree is built while it is mounted. Unmount it (umount -l %s, after the processes that use it are done) and run the command again. Nothing was changed.",
                                                    states[k].path, states[k].path);
+                        if (writing)
+                                return engine_fail(e, ENGINE_ERROR_FOREIGN_MOUNT, EBUSY,
+                                                   "%s has a writable overlay from source 'sysextd' that sysextd has no record of (its record was lost), mount %" PRIu64 ", below the top of the hierarchy: it may write to the same upper directory, so no writable tree is built while it is mounted. Nothing was changed.",
+                                                   states[k].path, states[k].stack.entries[s].id);
                         return 0;
                 }
         /* Work directories no tree of ours uses any more (a crash, an interrupted swap). */

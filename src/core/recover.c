@@ -168,7 +168,9 @@ static int resolve_pending(Engine *e, Journal *j, HierarchyState *states, size_t
                 }
 
                 d = recover_decide(h, t->old_tree, t->new_tree);
-                if (d == RECOVER_FINISH && old && old->writable && !may_finish) {
+                /* All of the transition's hierarchies wait, not only the writable ones: no
+                 * new /usr beside an old /opt meanwhile. */
+                if (d == RECOVER_FINISH && !may_finish) {
                         i++;
                         continue;
                 }

@@ -316,6 +316,20 @@ static char *format(const char *fmt, ...) {
         return k < 0 ? NULL : s;
 }
 
+/* Undoes mountinfo's octal escapes ("\\040" for a space) in place. */
+static void mountinfo_unescape(char *s) {
+        char *w = s;
+
+        for (const char *r = s; *r; r++) {
+                if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+                        *w++ = (char) (((r[1] - '0') << 6) | ((r[2] - '0') << 3) | (r[3] - '0'));
+                        r += 3;
+                } else
+                        *w++ = *r;
+        }
+        *w = 0;
+}
+
 /* Views of the file system 'dev' (an old writable tree) that its detach does not take
  * away, for the warning before a handover: they keep the old tree, read-only from the seal
  * on.  A mount of a directory inside it (a bind made elsewhere, root not "/"), a copy in a
@@ -345,8 +359,13 @@ static char *other_views(dev_t dev, const char *path_here, size_t max) {
                         char target[PATH_MAX];
                         ssize_t l;
 
+                        struct statx sx;
+
                         snprintf(path, sizeof(path), "/proc/%s/%s", p->d_name, root ? "root" : "cwd");
-                        if (stat(path, &st) < 0 || st.st_dev != dev)
+                        /* Cached attributes only: a directory on a hung network file system
+                         * must not hang the swap. */
+                        if (statx(AT_FDCWD, path, AT_STATX_DONT_SYNC, STATX_INO, &sx) < 0 ||
+                            makedev(sx.stx_dev_major, sx.stx_dev_minor) != dev)
                                 continue;
                         l = readlink(path, target, sizeof(target) - 1);
                         target[l > 0 ? l : 0] = 0;
@@ -361,23 +380,38 @@ static char *other_views(dev_t dev, const char *path_here, size_t max) {
                 snprintf(path, sizeof(path), "/proc/%s/ns/mnt", p->d_name);
                 here = stat(path, &st) >= 0 && st.st_ino == own.st_ino;
                 for (char *l = table, *next; l && *l; l = next) {
-                        char root[PATH_MAX], where[PATH_MAX];
+                        _cleanup_free_ char *root_buf = NULL, *where_buf = NULL;
+                        char *field[5], *save = NULL, *v;
+                        const char *root, *where;
                         unsigned maj, min;
-                        char *v = NULL;
+                        size_t k;
 
                         next = strchr(l, '\n');
                         if (next)
                                 *next++ = 0;
-                        if (sscanf(l, "%*u %*u %u:%u %4095s %4095s", &maj, &min, root, where) != 4 ||
-                            makedev(maj, min) != (dev_t) dev)
+                        /* "id parent maj:min root mount-point options [optional fields] - ...":
+                         * the paths with the kernel's octal escapes undone, then escaped again
+                         * for people (they are another process's). */
+                        for (k = 0; k < 5; k++) {
+                                field[k] = strtok_r(k == 0 ? l : NULL, " ", &save);
+                                if (!field[k])
+                                        break;
+                        }
+                        if (k < 5 || sscanf(field[2], "%u:%u", &maj, &min) != 2 || makedev(maj, min) != (dev_t) dev)
                                 continue;
-                        if (!streq(root, "/"))
+                        mountinfo_unescape(field[3]);
+                        mountinfo_unescape(field[4]);
+                        root = string_safe(field[3], &root_buf);
+                        where = string_safe(field[4], &where_buf);
+                        if (!root || !where)
+                                return NULL;
+                        if (!streq(field[3], "/"))
                                 v = here ? format("its directory %s is mounted at %s", root, where)
                                          : format("its directory %s is mounted at %s in the mount namespace of process %s", root,
                                                   where, p->d_name);
-                        else if (here && !streq(where, path_here))
+                        else if (here && !streq(field[4], path_here))
                                 v = format("it is mounted at %s too", where);
-                        else if (!here && !strstr(l, " shared:") && !strstr(l, " master:"))
+                        else if (!here && save && !strstr(save, " shared:") && !strstr(save, " master:"))
                                 v = format("the mount namespace of process %s has it at %s and receives no changes",
                                            p->d_name, where);
                         else
@@ -789,8 +823,10 @@ static int swap_degraded(SwapTarget *targets, size_t n, uint64_t seal_wait_usec,
                 }
                 if (t->old) {
                         r = tree_detach(t->root_fd, t->rel, t->path, t->old, ret_message);
-                        if (r < 0)
+                        if (r < 0) {
+                                swap_unseal_all(t, 1); /* still the live top: writable again */
                                 return r;
+                        }
                         t->state = SWAP_DETACHED;
                 }
                 if (t->tree_fd >= 0) {
