@@ -17,6 +17,13 @@
  *      no new tree: O on top                 | DISCARD
  *      neither O nor N there                 | GONE: nothing of ours is live
  *
+ *    A FINISH whose old tree is writable seals it first (swap_seal_all(), all of the
+ *    transition's or none): when a file is held open for writing on one, every FINISH of the
+ *    transition waits, every old tree is made writable again (also one sealed before the
+ *    crash), the record is kept and transitions are refused (Engine.recovery_waits) until it
+ *    is closed.  A DISCARD makes its writable old tree writable again (it may have been
+ *    sealed for the handover that did not happen).
+ *
  *    When some hierarchies are DONE or FINISH and others DISCARD, the transition was
  *    interrupted between them: what is live is recorded as it is, and the journal is marked
  *    incomplete so that the next refresh completes it (the daemon runs one at once).

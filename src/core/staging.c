@@ -14,7 +14,9 @@
  *   1. clone every mount below the live hierarchy that the parent found visible
  *      (open_tree CLONE|RECURSIVE, no automount triggered; nested mounts come along); each
  *      must still be a mount root; the copies are made private, so that the unmount of the
- *      old tree's mounts, which propagates to their slaves, cannot reach them;
+ *      old tree's mounts, which propagates to their slaves, cannot reach them; when the old
+ *      tree is writable, the directories above each mount point are first copied up through
+ *      it (copy_up_ancestors(): the new tree must not cache them as lower-only);
  *   2. take our overlays off the hierarchy, each one checked by its device -> the base;
  *   3. bind the base to "b-K", write the marker layer "m-K" (with the base's owner and mode,
  *      since the top layer's root gives the merged root its attributes); images are used

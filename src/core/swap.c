@@ -928,7 +928,7 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
                         continue;
                 views = other_views(st.st_dev, targets[i].path, 5);
                 if (views)
-                        log_warning("The previous writable tree of %s stays in use elsewhere and is read-only there from now on (the new tree replaces it only where %s is reached through the hierarchy): %s.",
+                        log_warning("The previous writable tree of %s stays in use elsewhere and is read-only there from now on (it leaves only where %s is reached through the hierarchy): %s.",
                                     targets[i].path, targets[i].path, views);
         }
 
