@@ -605,6 +605,7 @@ static int check_mutable_placement(Engine *e, const HierarchyState *states, size
 /* The mutable set-up of every hierarchy a merge or refresh covers (MUTABLE_NO for the rest). */
 static int prepare_mutables(Engine *e, const EngineOptions *o, HierarchyState *states, size_t n, PlanHierarchy *views,
                             MutableSetup *mutables, const Journal *j) {
+        bool writing = false; /* some tree of this transition has an upper or imported directory */
         int r;
 
         for (size_t i = 0; i < n; i++) {
@@ -633,14 +634,12 @@ static int prepare_mutables(Engine *e, const EngineOptions *o, HierarchyState *s
         /* A writable overlay from source "sysextd" that no record proves ours (its record was
          * lost) may write to any upper directory and use any work directory of ours: no
          * writable tree is built while it is there, and no work directory is removed. */
+        for (size_t i = 0; i < n; i++)
+                writing = writing || mutables[i].d.upper != MUTABLE_UPPER_NONE || mutables[i].d.import_dir;
         for (size_t k = 0; k < n; k++)
                 for (size_t s = 0; s < states[k].stack.n; s++) {
-                        bool writing = false;
-
                         if (states[k].roles[s] != STACK_UNRECORDED || !states[k].stack.entries[s].sb_writable)
                                 continue;
-                        for (size_t i = 0; i < n; i++)
-                                writing = writing || mutables[i].d.upper != MUTABLE_UPPER_NONE || mutables[i].d.import_dir;
                         if (writing && s == states[k].stack.n - 1)
                                 return engine_fail(e, ENGINE_ERROR_FOREIGN_MOUNT, EBUSY,
                                                    "%s has a writable overlay from source 'sysextd' that sysextd has no record of (its record was lost): it may write to the same upper directory, so no writable tree is built while it is mounted. Unmount it (umount -l %s, after the processes that use it are done) and run the command again. Nothing was changed.",

@@ -216,14 +216,17 @@ static int push_u64(uint64_t **a, size_t *n, uint64_t v) {
 }
 
 /* Whether process 'pid' is the first met of its mount namespace (recorded in *seen): 1 yes,
- * with its mount table in *ret_table; 0 no (or it is gone); < 0 out of memory. */
-static int namespace_first_met(const char *pid, uint64_t **seen, size_t *n_seen, char **ret_table) {
+ * with its mount table in *ret_table and the namespace's inode in *ret_ns (if not NULL); 0 no
+ * (or it is gone); < 0 out of memory. */
+static int namespace_first_met(const char *pid, uint64_t **seen, size_t *n_seen, char **ret_table, uint64_t *ret_ns) {
         char path[300];
         struct stat st;
 
         snprintf(path, sizeof(path), "/proc/%s/ns/mnt", pid);
         if (stat(path, &st) < 0)
                 return 0;
+        if (ret_ns)
+                *ret_ns = st.st_ino;
         for (size_t i = 0; i < *n_seen; i++)
                 if ((*seen)[i] == (uint64_t) st.st_ino)
                         return 0;
@@ -249,7 +252,7 @@ static int mounts_of_fs(dev_t dev, uint64_t **ret, size_t *ret_n) {
 
                 if (p->d_name[0] < '1' || p->d_name[0] > '9')
                         continue;
-                r = namespace_first_met(p->d_name, &seen, &n_seen, &table);
+                r = namespace_first_met(p->d_name, &seen, &n_seen, &table, NULL);
                 if (r < 0)
                         return r;
                 if (r == 0)
@@ -349,7 +352,7 @@ static char *other_views(dev_t dev, const char *path_here, size_t max) {
         while ((p = readdir(proc))) {
                 _cleanup_free_ char *table = NULL;
                 char path[300];
-                struct stat st;
+                uint64_t ns = 0;
                 bool here;
                 int r;
 
@@ -374,11 +377,10 @@ static char *other_views(dev_t dev, const char *path_here, size_t max) {
                                                       target, "")) < 0)
                                 return NULL;
                 }
-                r = namespace_first_met(p->d_name, &seen, &n_seen, &table);
+                r = namespace_first_met(p->d_name, &seen, &n_seen, &table, &ns);
                 if (r <= 0)
                         continue;
-                snprintf(path, sizeof(path), "/proc/%s/ns/mnt", p->d_name);
-                here = stat(path, &st) >= 0 && st.st_ino == own.st_ino;
+                here = ns == (uint64_t) own.st_ino;
                 for (char *l = table, *next; l && *l; l = next) {
                         _cleanup_free_ char *root_buf = NULL, *where_buf = NULL;
                         char *field[5], *save = NULL, *v;

@@ -259,7 +259,8 @@ static int manager_queue_recovery(Manager *m, bool complete) {
         return manager_start_next(m);
 }
 
-/* After a recovery job: the refresh that completes an incomplete transition, if asked for. */
+/* After recovery (at the start, or a recovery job): the refresh that completes an incomplete
+ * transition, if asked for. */
 static void manager_after_recovery(Manager *m, bool complete) {
         _cleanup_(engine_status_done) EngineStatus s = {};
 
@@ -551,7 +552,6 @@ static void raise_fd_limit(void) {
 
 int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconfig) {
         Manager m = { .dconfig = *dconfig };
-        bool recovered_incomplete = false;
         sigset_t ss;
         int r;
 
@@ -575,10 +575,8 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
         (void) engine_recover(m.engine);
         {
                 _cleanup_(engine_status_done) EngineStatus s = {};
-                if (engine_status(m.engine, NULL, &s) >= 0) {
+                if (engine_status(m.engine, NULL, &s) >= 0)
                         m.generation = s.generation;
-                        recovered_incomplete = s.incomplete;
-                }
         }
 
         sigemptyset(&ss);
@@ -626,10 +624,7 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
 
         if (m.engine->result.recovered)
                 bus_emit_tree_changed(&m);
-        if (recovered_incomplete) {
-                log_info("The interrupted transition was finished for some hierarchies only; completing it with a refresh.");
-                (void) manager_queue_transition(&m, NULL, ENGINE_REFRESH, &(EngineOptions) ENGINE_OPTIONS_INIT);
-        }
+        manager_after_recovery(&m, /* complete= */ true);
         manager_update_idle(&m);
         log_info("Serving %s for %s (generation %" PRIu64 ", %s mode).", SYSEXTD_BUS_NAME, m.engine->root, m.generation,
                  kernel_has_mount_beneath() ? "mount-beneath" : m.engine->config.allow_degraded ? "degraded" : "no-refresh");
