@@ -10,8 +10,18 @@
 #include "fd-util.h"
 #include "missing.h"
 
+static bool proc_in_cwd = false;
+
+const char *proc_prefix(void) {
+        return proc_in_cwd ? "" : "/proc/";
+}
+
+void proc_prefix_use_cwd(void) {
+        proc_in_cwd = true;
+}
+
 char *format_proc_fd_path(char buf[static PROC_FD_PATH_MAX], int fd) {
-        snprintf(buf, PROC_FD_PATH_MAX, "/proc/self/fd/%i", fd);
+        snprintf(buf, PROC_FD_PATH_MAX, "%sself/fd/%i", proc_prefix(), fd);
         return buf;
 }
 

@@ -7,6 +7,14 @@
 
 #include "macro.h"
 
+/* Where the proc file system is: "/proc/", or "" in a process that entered another mount
+ * namespace and made the host's /proc its working directory (follow.c): that namespace's own
+ * /proc may be of another PID namespace, missing, or forged by whoever owns it. */
+const char *proc_prefix(void);
+/* From now on this process reaches /proc through its working directory, which is the host's
+ * /proc (paths under /proc become relative). */
+void proc_prefix_use_cwd(void);
+
 #define PROC_FD_PATH_MAX (sizeof("/proc/self/fd/") + 12)
 #define FORMAT_PROC_FD_PATH(fd) format_proc_fd_path((char[PROC_FD_PATH_MAX]){}, (fd))
 char *format_proc_fd_path(char buf[static PROC_FD_PATH_MAX], int fd);

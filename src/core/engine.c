@@ -31,6 +31,7 @@
 #include "execute.h"
 #include "fd-util.h"
 #include "fileio.h"
+#include "follow.h"
 #include "inspect.h"
 #include "kernel.h"
 #include "log.h"
@@ -274,6 +275,30 @@ static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t
         return recover_run(e, j, *states, *n, ret_changed);
 }
 
+/* The namespaces that follow the host (follow.h) get what it shows now.  Under the lock, with
+ * the journal of what is live. */
+static void update_followers(Engine *e, Journal *j) {
+        _cleanup_close_ int base = -EBADF;
+        int r;
+
+        r = base_root_open(e->root_fd, e->root, &base);
+        if (r < 0) {
+                log_warning("Failed to reach %s below sysextd's trees, the followed namespaces were not updated: %s", e->root,
+                            strerror(-r));
+                return;
+        }
+        r = follow_update_all(&(FollowHost) {
+                .root_fd = e->root_fd,
+                .root = e->root,
+                .journal_fd = e->journal_fd,
+                .base_fd = base,
+                .hierarchies = e->hierarchies,
+                .journal = j,
+        });
+        if (r < 0)
+                log_warning("Failed to update the followed namespaces: %s", strerror(-r));
+}
+
 int engine_recover(Engine *e) {
         _cleanup_journal_ Journal j = {};
         HierarchyState *states = NULL;
@@ -285,6 +310,8 @@ int engine_recover(Engine *e) {
         r = engine_lock(e);
         if (r >= 0)
                 r = recover_locked(e, &j, &states, &n, &changed);
+        if (r >= 0)
+                update_followers(e, &j);
         hierarchy_states_free(states, n);
         engine_unlock(e);
         e->result.r = r;
@@ -949,6 +976,8 @@ finish:
         e->result.changed = recovered || changed;
         e->result.recovered = recovered;
         e->result.generation = j.generation;
+        if (r >= 0)
+                update_followers(e, &j);
         hierarchy_states_free(states, n);
         for (size_t i = 0; i < HIERARCHIES_MAX; i++)
                 mutable_setup_done(&mutables[i]);
@@ -1064,4 +1093,59 @@ int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret) {
         *ret = s;
         s = (EngineStatus) {};
         return 0;
+}
+
+int engine_follow(Engine *e, pid_t pid, bool follow, const char *machine) {
+        _cleanup_journal_ Journal j = {};
+        _cleanup_close_ int base = -EBADF;
+        _cleanup_free_ char *msg = NULL;
+        HierarchyState *states = NULL;
+        size_t n = 0;
+        bool changed = false;
+        int r;
+
+        engine_result_done(&e->result);
+        r = engine_lock(e);
+        if (r >= 0)
+                /* What is live must be what the journal says before anyone follows it. */
+                r = recover_locked(e, &j, &states, &n, &changed);
+        hierarchy_states_free(states, n);
+        if (r >= 0) {
+                r = base_root_open(e->root_fd, e->root, &base);
+                if (r < 0)
+                        r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to reach %s below sysextd's trees: %m", e->root);
+        }
+        if (r >= 0) {
+                FollowHost h = {
+                        .root_fd = e->root_fd,
+                        .root = e->root,
+                        .journal_fd = e->journal_fd,
+                        .base_fd = base,
+                        .hierarchies = e->hierarchies,
+                        .journal = &j,
+                };
+                r = follow ? follow_add(&h, pid, machine, &msg) : follow_remove(&h, pid, &msg);
+                if (r < 0)
+                        r = engine_fail(e, r == -ESRCH || r == -ENOENT || r == -EINVAL ? ENGINE_ERROR_FAILED : ENGINE_ERROR_KERNEL_REFUSED,
+                                        r, "%s", strna(msg));
+        }
+        engine_unlock(e);
+        e->result.r = r;
+        e->result.changed = changed;
+        e->result.generation = j.generation;
+        return r;
+}
+
+int engine_followers(Engine *e, FollowerList *ret) {
+        _cleanup_close_ int dfd = -EBADF;
+        int r;
+
+        r = journal_dir_open(e->root_fd, false, &dfd);
+        if (r == -ENOENT) {
+                *ret = (FollowerList) {};
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        return follower_list_load(dfd, ret);
 }

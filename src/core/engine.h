@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "follow.h"
 #include "image.h"
 #include "journal.h"
 #include "mutable.h"
@@ -127,6 +128,13 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o);
 /* Finishes or discards a transition that a crash interrupted and repairs what others left
  * (also done by every transition).  Takes the lock. */
 int engine_recover(Engine *e);
+
+/* Starts or stops following the mount namespace of a process (follow.h): with follow, it gets
+ * the host's trees now and after every transition; without, our trees there are detached.
+ * machine: the machine it belongs to, if known.  Takes the lock. */
+int engine_follow(Engine *e, pid_t pid, bool follow, const char *machine);
+/* The followed namespaces as recorded (no lock: a snapshot). */
+int engine_followers(Engine *e, FollowerList *ret);
 
 /* image_discovery_fingerprint() over every class's search directories. */
 int engine_discovery_fingerprint(Engine *e, uint64_t *ret);

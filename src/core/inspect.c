@@ -42,7 +42,10 @@ char *mount_entry_describe(const MountEntry *e) {
 int mount_namespace_id(uint64_t *ret) {
         struct stat st;
 
-        if (stat("/proc/self/ns/mnt", &st) < 0)
+        char path[32];
+
+        snprintf(path, sizeof(path), "%sself/ns/mnt", proc_prefix());
+        if (stat(path, &st) < 0)
                 return negative_errno();
         *ret = st.st_ino;
         return 0;

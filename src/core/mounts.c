@@ -38,7 +38,10 @@ static int table_read(struct libmnt_table **ret) {
 
         if (!t)
                 return -ENOMEM;
-        r = mnt_table_parse_file(t, "/proc/self/mountinfo");
+        char path[32];
+
+        snprintf(path, sizeof(path), "%sself/mountinfo", proc_prefix());
+        r = mnt_table_parse_file(t, path);
         if (r != 0) {
                 mnt_unref_table(t);
                 return r < 0 ? r : -r;

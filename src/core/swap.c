@@ -222,7 +222,7 @@ static int namespace_first_met(const char *pid, uint64_t **seen, size_t *n_seen,
         char path[300];
         struct stat st;
 
-        snprintf(path, sizeof(path), "/proc/%s/ns/mnt", pid);
+        snprintf(path, sizeof(path), "%s%s/ns/mnt", proc_prefix(), pid);
         if (stat(path, &st) < 0)
                 return 0;
         if (ret_ns)
@@ -232,14 +232,14 @@ static int namespace_first_met(const char *pid, uint64_t **seen, size_t *n_seen,
                         return 0;
         if (push_u64(seen, n_seen, st.st_ino) < 0)
                 return -ENOMEM;
-        snprintf(path, sizeof(path), "/proc/%s/mountinfo", pid);
+        snprintf(path, sizeof(path), "%s%s/mountinfo", proc_prefix(), pid);
         return read_file_at(AT_FDCWD, path, 0, 64U << 20, ret_table, NULL, NULL) < 0 ? 0 : 1;
 }
 
 /* Every mount of the file system 'dev', in every mount namespace: mount ids are unique
  * system-wide, and each namespace's mount table is read once, from its first process. */
 static int mounts_of_fs(dev_t dev, uint64_t **ret, size_t *ret_n) {
-        _cleanup_closedir_ DIR *proc = opendir("/proc");
+        _cleanup_closedir_ DIR *proc = opendir(proc_prefix()[0] ? "/proc" : ".");
         _cleanup_free_ uint64_t *ids = NULL, *seen = NULL;
         size_t n_ids = 0, n_seen = 0;
         struct dirent *p;
@@ -277,7 +277,7 @@ static char *describe_process(const char *pid, const char *verb, const char *tar
         _cleanup_free_ char *comm = NULL, *safe_comm = NULL, *safe_target = NULL, *s = NULL;
         char path[300];
 
-        snprintf(path, sizeof(path), "/proc/%s/comm", pid);
+        snprintf(path, sizeof(path), "%s%s/comm", proc_prefix(), pid);
         if (read_file_at(AT_FDCWD, path, 0, 256, &comm, NULL, NULL) >= 0)
                 comm[strcspn(comm, "\n")] = 0;
         if (asprintf(&s, "process %s (%s) %s %s%s", pid, string_safe(strna(comm), &safe_comm), verb,
@@ -340,14 +340,14 @@ static void mountinfo_unescape(char *s) {
  * working or root directory is in it; in this namespace also a mount of all of it anywhere but
  * at path_here.  At most 'max' of them, "and N more" after. */
 static char *other_views(dev_t dev, const char *path_here, size_t max) {
-        _cleanup_closedir_ DIR *proc = opendir("/proc");
+        _cleanup_closedir_ DIR *proc = opendir(proc_prefix()[0] ? "/proc" : ".");
         _cleanup_free_ uint64_t *seen = NULL;
         _cleanup_free_ char *out = NULL;
         size_t n_seen = 0, n = 0, more = 0;
         struct stat own;
         struct dirent *p;
 
-        if (!proc || stat("/proc/self/ns/mnt", &own) < 0)
+        if (!proc || stat(proc_prefix()[0] ? "/proc/self/ns/mnt" : "self/ns/mnt", &own) < 0)
                 return NULL;
         while ((p = readdir(proc))) {
                 _cleanup_free_ char *table = NULL;
@@ -364,7 +364,7 @@ static char *other_views(dev_t dev, const char *path_here, size_t max) {
 
                         struct statx sx;
 
-                        snprintf(path, sizeof(path), "/proc/%s/%s", p->d_name, root ? "root" : "cwd");
+                        snprintf(path, sizeof(path), "%s%s/%s", proc_prefix(), p->d_name, root ? "root" : "cwd");
                         /* Cached attributes only: a directory on a hung network file system
                          * must not hang the swap. */
                         if (statx(AT_FDCWD, path, AT_STATX_DONT_SYNC, STATX_INO, &sx) < 0 ||
@@ -446,7 +446,7 @@ static char *find_writer(dev_t dev) {
 
         if (mounts_of_fs(dev, &ids, &n_ids) < 0)
                 return NULL;
-        proc = opendir("/proc");
+        proc = opendir(proc_prefix()[0] ? "/proc" : ".");
         while (proc && (p = readdir(proc))) {
                 _cleanup_closedir_ DIR *fds = NULL;
                 _cleanup_free_ char *maps = NULL;
@@ -455,7 +455,7 @@ static char *find_writer(dev_t dev) {
 
                 if (p->d_name[0] < '1' || p->d_name[0] > '9')
                         continue;
-                snprintf(dir, sizeof(dir), "/proc/%s/fd", p->d_name);
+                snprintf(dir, sizeof(dir), "%s%s/fd", proc_prefix(), p->d_name);
                 fds = opendir(dir);
                 while (fds && (f = readdir(fds))) {
                         _cleanup_free_ char *info = NULL;
@@ -467,7 +467,7 @@ static char *find_writer(dev_t dev) {
 
                         if (f->d_name[0] == '.')
                                 continue;
-                        snprintf(path, sizeof(path), "/proc/%s/fdinfo/%s", p->d_name, f->d_name);
+                        snprintf(path, sizeof(path), "%s%s/fdinfo/%s", proc_prefix(), p->d_name, f->d_name);
                         if (read_file_at(AT_FDCWD, path, 0, 4096, &info, NULL, NULL) < 0)
                                 continue;
                         l = strstr(info, "flags:");
@@ -480,12 +480,12 @@ static char *find_writer(dev_t dev) {
                                 ours = ids[i] == mnt;
                         if (!ours)
                                 continue;
-                        snprintf(path, sizeof(path), "/proc/%s/fd/%s", p->d_name, f->d_name);
+                        snprintf(path, sizeof(path), "%s%s/fd/%s", proc_prefix(), p->d_name, f->d_name);
                         n = readlink(path, target, sizeof(target) - 1);
                         target[n > 0 ? n : 0] = 0;
                         return describe_process(p->d_name, "holds", target, " open for writing");
                 }
-                snprintf(dir, sizeof(dir), "/proc/%s/maps", p->d_name);
+                snprintf(dir, sizeof(dir), "%s%s/maps", proc_prefix(), p->d_name);
                 if (read_file_at(AT_FDCWD, dir, 0, 64U << 20, &maps, NULL, NULL) < 0)
                         continue;
                 for (const char *l = maps; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {

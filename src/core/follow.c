@@ -1,0 +1,842 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Namespaces that follow the host.
+ *
+ * A container's root is a shared mount in a peer group of its own: nothing the host mounts on
+ * its /usr reaches it.  A namespace that follows (sysextd follow PID, FollowMachines=) is
+ * reached directly instead, after every transition of the host and at once when it starts
+ * following, one namespace at a time:
+ *
+ *   1. find:    a process in the namespace (the one recorded, or any other: the namespace,
+ *               not the PID, is what is followed); none left: the namespace has gone and its
+ *               record is dropped without a word
+ *   2. clone:   in the host, per hierarchy, the host's live tree (ours, checked by identity)
+ *               is cloned, open_tree(OPEN_TREE_CLONE): a detached mount of the same overlay
+ *   3. enter:   a child process enters the namespace (setns), takes the process's root as its
+ *               own (chroot) and the host's /proc, opened before, as its working directory:
+ *               the namespace's own /proc may be missing, of another PID namespace or forged
+ *   4. look:    per hierarchy, what shows there from that root (follow_decide()): our tree by
+ *               its identity, the host's base (the same directory as below the host's trees),
+ *               or something else, left alone and reported; the mounts below it are read and
+ *               cloned onto the new tree (a detached mount onto a detached mount: Linux 6.15)
+ *   5. swap:    swap.c's swap_all() in that namespace, with every rule the host has: the top
+ *               checked by identity right before each call, the new trees beneath our old ones
+ *               (or on top of the base the first time), all hierarchies of the namespace or
+ *               none, our old trees detached last, through pinned fds
+ *   6. record:  run/sysextd/follow/NS.json: the identities of our trees there, the host's
+ *               generation it shows, what was left alone, the last error
+ * A namespace that fails keeps what it showed (swap_all() takes back what it placed) and its
+ * record says why; the host's transition and the other namespaces go on.  Stopping (unfollow)
+ * detaches our trees there, by identity: the base shows again.
+ *
+ * What stays behind if we stop: after 2, detached clones that go with their fds; during 5, what
+ * swap.c's outcome table says for that namespace; after 5 and before 6, trees of ours there
+ * without a record, which the next update finds as "something else" and reports (they are
+ * never detached without proof).
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "fileio.h"
+#include "follow.h"
+#include "inspect.h"
+#include "json-util.h"
+#include "kernel.h"
+#include "log.h"
+#include "missing.h"
+#include "swap.h"
+#include "util.h"
+
+#define FOLLOW_FILE_MAX (256 * 1024)
+#define FOLLOW_TEXT_MAX 1024
+#define FOLLOW_PROBLEMS_MAX 16
+
+static const char *const view_names[_FOLLOW_VIEW_MAX] = {
+        [FOLLOW_VIEW_ABSENT] = "absent", [FOLLOW_VIEW_OURS] = "ours", [FOLLOW_VIEW_BASE] = "base",
+        [FOLLOW_VIEW_HOST_TREE] = "host-tree", [FOLLOW_VIEW_OTHER] = "other",
+};
+
+static const char *const action_names[_FOLLOW_ACTION_MAX] = {
+        [FOLLOW_KEEP] = "keep",     [FOLLOW_ATTACH] = "attach", [FOLLOW_REPLACE] = "replace",
+        [FOLLOW_DETACH] = "detach", [FOLLOW_LEAVE] = "leave",
+};
+
+const char *follow_view_to_string(FollowView v) {
+        return v >= 0 && v < _FOLLOW_VIEW_MAX ? view_names[v] : NULL;
+}
+
+const char *follow_action_to_string(FollowAction a) {
+        return a >= 0 && a < _FOLLOW_ACTION_MAX ? action_names[a] : NULL;
+}
+
+FollowAction follow_decide(FollowView v, bool host_tree, bool current) {
+        switch (v) {
+        case FOLLOW_VIEW_OURS:
+                if (!host_tree)
+                        return FOLLOW_DETACH;
+                return current ? FOLLOW_KEEP : FOLLOW_REPLACE;
+        case FOLLOW_VIEW_BASE:
+                return host_tree ? FOLLOW_ATTACH : FOLLOW_KEEP;
+        case FOLLOW_VIEW_HOST_TREE:
+        case FOLLOW_VIEW_OTHER:
+                return FOLLOW_LEAVE;
+        default:
+                return FOLLOW_KEEP;
+        }
+}
+
+void follower_done(Follower *f) {
+        free(f->name);
+        free(f->machine);
+        tree_list_done(&f->trees);
+        strv_free(f->problems);
+        free(f->error);
+        *f = (Follower) {};
+}
+
+void follower_list_done(FollowerList *l) {
+        for (size_t i = 0; i < l->n; i++)
+                follower_done(&l->followers[i]);
+        free(l->followers);
+        *l = (FollowerList) {};
+}
+
+static Tree *follower_tree(Follower *f, const char *hierarchy) {
+        for (size_t i = 0; i < f->trees.n; i++)
+                if (streq(f->trees.trees[i]->hierarchy, hierarchy))
+                        return f->trees.trees[i];
+        return NULL;
+}
+
+int follower_to_json_string(const Follower *f, char **ret) {
+        _cleanup_json_ json_object *o = json_object_new_object(), *trees = json_object_new_array();
+        const char *s;
+        int r;
+
+        if (!o || !trees)
+                return -ENOMEM;
+        for (size_t i = 0; i < f->trees.n; i++) {
+                _cleanup_free_ char *text = NULL;
+                json_object *t;
+
+                r = tree_to_json_string(f->trees.trees[i], &text);
+                if (r < 0)
+                        return r;
+                t = json_parse_object(text);
+                if (!t || json_object_array_add(trees, t) < 0) {
+                        json_object_put(t);
+                        return -ENOMEM;
+                }
+        }
+        json_object_object_add(o, "namespace", json_object_new_uint64(f->ns));
+        json_object_object_add(o, "pid", json_object_new_uint64((uint64_t) f->pid));
+        json_object_object_add(o, "name", json_new_string_or_null(f->name));
+        json_object_object_add(o, "machine", json_new_string_or_null(f->machine));
+        json_object_object_add(o, "generation", json_object_new_uint64(f->generation));
+        json_object_object_add(o, "since", json_object_new_uint64(f->since));
+        json_object_object_add(o, "trees", TAKE_PTR(trees));
+        json_object_object_add(o, "problems", json_new_strv(f->problems));
+        json_object_object_add(o, "error", json_new_string_or_null(f->error));
+        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+        *ret = s ? strdup(s) : NULL;
+        return *ret ? 0 : -ENOMEM;
+}
+
+int follower_from_json_string(const char *text, Follower *ret) {
+        _cleanup_json_ json_object *o = json_parse_object(text);
+        _cleanup_(follower_done) Follower f = {};
+        json_object *trees;
+        uint64_t pid;
+
+        if (!o)
+                return -EBADMSG;
+        if (json_get_u64(o, "namespace", &f.ns) < 0 || f.ns == 0 || json_get_u64(o, "pid", &pid) < 0 ||
+            pid > INT32_MAX || json_get_string_or_null(o, "name", FOLLOW_TEXT_MAX, &f.name) < 0 ||
+            json_get_string_or_null(o, "machine", FOLLOW_TEXT_MAX, &f.machine) < 0 ||
+            json_get_u64(o, "generation", &f.generation) < 0 || json_get_u64(o, "since", &f.since) < 0 ||
+            json_get_strv(o, "problems", FOLLOW_PROBLEMS_MAX, FOLLOW_TEXT_MAX, &f.problems) < 0 ||
+            json_get_string_or_null(o, "error", FOLLOW_TEXT_MAX, &f.error) < 0)
+                return -EBADMSG;
+        f.pid = (pid_t) pid;
+        trees = json_get_array(o, "trees");
+        if (!trees || json_object_array_length(trees) > HIERARCHIES_MAX)
+                return -EBADMSG;
+        for (size_t i = 0; i < json_object_array_length(trees); i++) {
+                _cleanup_(tree_done) Tree t = {};
+                const char *s = json_object_to_json_string(json_object_array_get_idx(trees, i));
+
+                if (!s || tree_from_json_string(s, &t) < 0 || follower_tree(&f, t.hierarchy))
+                        return -EBADMSG;
+                if (tree_list_add(&f.trees, &t) < 0)
+                        return -ENOMEM;
+        }
+        *ret = f;
+        f = (Follower) {};
+        return 0;
+}
+
+static int follow_dir_open(int journal_dir_fd, bool create) {
+        int fd = open_directory_at(journal_dir_fd, FOLLOW_DIR, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+
+        if (fd == -ENOENT && create) {
+                if (mkdirat(journal_dir_fd, FOLLOW_DIR, 0700) < 0 && errno != EEXIST)
+                        return negative_errno();
+                fd = open_directory_at(journal_dir_fd, FOLLOW_DIR, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+        }
+        return fd;
+}
+
+static void follower_file_name(uint64_t ns, char buf[static 32]) {
+        snprintf(buf, 32, "%" PRIu64 ".json", ns);
+}
+
+static int follower_save(int journal_dir_fd, const Follower *f) {
+        _cleanup_close_ int dfd = follow_dir_open(journal_dir_fd, true);
+        _cleanup_free_ char *text = NULL;
+        char name[32];
+        int r;
+
+        if (dfd < 0)
+                return dfd;
+        r = follower_to_json_string(f, &text);
+        if (r < 0)
+                return r;
+        follower_file_name(f->ns, name);
+        return write_file_atomic_at(dfd, name, text, 0600);
+}
+
+static void follower_forget(int journal_dir_fd, uint64_t ns) {
+        _cleanup_close_ int dfd = follow_dir_open(journal_dir_fd, false);
+        char name[32];
+
+        follower_file_name(ns, name);
+        if (dfd >= 0)
+                (void) unlinkat(dfd, name, 0);
+}
+
+int follower_list_load(int journal_dir_fd, FollowerList *ret) {
+        _cleanup_(follower_list_done) FollowerList l = {};
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        int dfd;
+
+        dfd = follow_dir_open(journal_dir_fd, false);
+        if (dfd == -ENOENT) {
+                *ret = (FollowerList) {};
+                return 0;
+        }
+        if (dfd < 0)
+                return dfd;
+        d = fdopendir(dfd);
+        if (!d) {
+                safe_close(dfd);
+                return negative_errno();
+        }
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *text = NULL;
+                _cleanup_(follower_done) Follower f = {};
+                char name[32];
+                Follower *a;
+                int r;
+
+                if (de->d_name[0] == '.' || !endswith(de->d_name, ".json"))
+                        continue;
+                r = read_file_at(dirfd(d), de->d_name, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, FOLLOW_FILE_MAX, &text, NULL,
+                                 NULL);
+                if (r == -ENOMEM)
+                        return r;
+                if (r >= 0)
+                        r = follower_from_json_string(text, &f);
+                if (r >= 0) {
+                        follower_file_name(f.ns, name);
+                        if (!streq(name, de->d_name))
+                                r = -EBADMSG;
+                }
+                if (r < 0) {
+                        _cleanup_free_ char *aside = strjoin3(de->d_name, ".corrupt", "");
+                        log_warning("The record %s/%s of a followed namespace could not be read; it was moved aside.",
+                                    FOLLOW_DIR, de->d_name);
+                        if (aside)
+                                (void) renameat(dirfd(d), de->d_name, dirfd(d), aside);
+                        continue;
+                }
+                a = reallocarray(l.followers, l.n + 1, sizeof(Follower));
+                if (!a)
+                        return -ENOMEM;
+                l.followers = a;
+                l.followers[l.n++] = f;
+                f = (Follower) {};
+        }
+        *ret = l;
+        l = (FollowerList) {};
+        return 0;
+}
+
+int follow_namespace_of(pid_t pid, uint64_t *ret) {
+        char path[64];
+        struct stat st;
+
+        if (pid <= 0)
+                return -ESRCH;
+        snprintf(path, sizeof(path), "/proc/%i/ns/mnt", (int) pid);
+        if (stat(path, &st) < 0)
+                return errno == ENOENT ? -ESRCH : negative_errno();
+        *ret = st.st_ino;
+        return 0;
+}
+
+/* A process in namespace ns: the hint if it still is, else the first one met. */
+static pid_t namespace_find_process(uint64_t ns, pid_t hint) {
+        _cleanup_closedir_ DIR *proc = NULL;
+        struct dirent *p;
+        uint64_t n;
+
+        if (follow_namespace_of(hint, &n) >= 0 && n == ns)
+                return hint;
+        proc = opendir("/proc");
+        if (!proc)
+                return 0;
+        while ((p = readdir(proc))) {
+                char *end;
+                long pid = strtol(p->d_name, &end, 10);
+
+                if (*end || pid <= 0)
+                        continue;
+                if (follow_namespace_of((pid_t) pid, &n) >= 0 && n == ns)
+                        return (pid_t) pid;
+        }
+        return 0;
+}
+
+/* The unit of a process from its cgroup ("foo.service"), its machine ("machine-NAME.scope"
+ * below machine.slice), else its command name. */
+static void process_names(pid_t pid, char **ret_name, char **ret_machine) {
+        _cleanup_free_ char *cgroup = NULL, *comm = NULL;
+        char path[64];
+        char *name = NULL, *machine = NULL;
+
+        snprintf(path, sizeof(path), "/proc/%i/cgroup", (int) pid);
+        if (read_file_at(AT_FDCWD, path, 0, 64 * 1024, &cgroup, NULL, NULL) >= 0) {
+                char *line = strstr(cgroup, "0::/");
+                _cleanup_strv_free_ char **parts = NULL;
+
+                if (line) {
+                        line[strcspn(line, "\n")] = 0;
+                        (void) strv_split(line + 3, "/", &parts);
+                }
+                STRV_FOREACH(c, parts) {
+                        const char *m = startswith(*c, "machine-");
+                        if (m && endswith(m, ".scope") && !machine)
+                                machine = strndup(m, strlen(m) - strlen(".scope"));
+                        if (endswith(*c, ".service") || endswith(*c, ".scope")) {
+                                free(name);
+                                name = strdup(*c);
+                        }
+                }
+        }
+        if (!name) {
+                snprintf(path, sizeof(path), "/proc/%i/comm", (int) pid);
+                if (read_file_at(AT_FDCWD, path, 0, 256, &comm, NULL, NULL) >= 0) {
+                        comm[strcspn(comm, "\n")] = 0;
+                        name = TAKE_PTR(comm);
+                }
+        }
+        *ret_name = name;
+        *ret_machine = machine;
+}
+
+/* What the child reports per hierarchy: a fixed record, all of them in one pipe write. */
+typedef struct FollowOutcome {
+        int action;          /* FollowAction */
+        int view;            /* FollowView */
+        int state;           /* SwapState, for the actions that swap */
+        uint64_t unique_id;  /* the identity of the new tree there */
+        uint64_t mount_id;
+        uint64_t dev;
+        char message[480];
+} FollowOutcome;
+
+typedef struct FollowInput {
+        const char *rel;
+        int tree_fd;          /* a clone of the host's tree, -EBADF: none */
+        const Tree *host;     /* the host's tree */
+        dev_t base_dev;       /* the host's base directory of the hierarchy */
+        ino_t base_ino;
+        bool base_known;
+        const Tree *old;      /* our tree there (from the record), NULL: none */
+} FollowInput;
+
+/* Step 4 and 5, in the child, in the namespace. */
+static int follow_in_namespace(FollowInput *in, size_t n, FollowOutcome *out) {
+        _cleanup_close_ int root = -EBADF;
+        SwapTarget targets[HIERARCHIES_MAX] = {};
+        MountChildren children[HIERARCHIES_MAX] = {};
+        Tree news[HIERARCHIES_MAX] = {};
+        Tree olds[HIERARCHIES_MAX] = {};
+        char paths[HIERARCHIES_MAX][PATH_MAX];
+        _cleanup_free_ char *msg = NULL;
+        size_t n_targets = 0, map[HIERARCHIES_MAX];
+        int r = 0;
+
+        root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return negative_errno();
+
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_close_ int fd = -EBADF;
+                MountIdentity m;
+                struct stat st;
+                bool current = false;
+
+                snprintf(paths[i], sizeof(paths[i]), "/%s", in[i].rel);
+                fd = hierarchy_open(root, in[i].rel);
+                if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP) {
+                        out[i].view = FOLLOW_VIEW_ABSENT;
+                        out[i].action = FOLLOW_KEEP;
+                        continue;
+                }
+                if (fd < 0 || mount_identity_of_fd(fd, &m) < 0 || fstat(fd, &st) < 0) {
+                        snprintf(out[i].message, sizeof(out[i].message), "%s: cannot be inspected there: %s", in[i].rel,
+                                 strerror(fd < 0 ? -fd : errno));
+                        return -EIO;
+                }
+                if (in[i].old && tree_check_fd(in[i].old, fd, NULL) > 0) {
+                        out[i].view = FOLLOW_VIEW_OURS;
+                        current = in[i].host && in[i].old->dev == in[i].host->dev;
+                } else if (in[i].base_known && st.st_dev == in[i].base_dev && st.st_ino == in[i].base_ino)
+                        out[i].view = FOLLOW_VIEW_BASE;
+                else if (m.overlay && in[i].host && m.dev == in[i].host->dev)
+                        out[i].view = FOLLOW_VIEW_HOST_TREE;
+                else
+                        out[i].view = FOLLOW_VIEW_OTHER;
+                out[i].action = follow_decide(out[i].view, in[i].tree_fd >= 0, current);
+
+                if (out[i].action == FOLLOW_LEAVE) {
+                        _cleanup_free_ char *what = NULL;
+                        MountEntry e = {};
+
+                        if (out[i].view == FOLLOW_VIEW_HOST_TREE)
+                                what = strdup("the host's tree already (it receives the host's mounts, or someone bound it there)");
+                        else if (m.is_root && mountinfo_find(m.id, &e) >= 0)
+                                what = mount_entry_describe(&e);
+                        else
+                                what = strdup("a directory that is not the host's");
+                        mount_entry_done(&e);
+                        snprintf(out[i].message, sizeof(out[i].message), "%s shows %s; left alone", in[i].rel, strna(what));
+                        continue;
+                }
+                if (out[i].action == FOLLOW_KEEP)
+                        continue;
+
+                /* A swap at this hierarchy. */
+                if (in[i].old) {
+                        olds[i] = *in[i].old;
+                        olds[i].writable = false; /* the host sealed it before its own swap */
+                }
+                r = mount_children_read(fd, paths[i], &children[i]);
+                if (r < 0) {
+                        snprintf(out[i].message, sizeof(out[i].message), "%s: cannot read the mounts below it there: %s",
+                                 in[i].rel, strerror(-r));
+                        goto finish;
+                }
+                if (in[i].tree_fd >= 0) {
+                        news[i] = *in[i].host;
+                        news[i].writable = false;
+                        news[i].workdir = NULL;
+                        r = tree_set_identity(&news[i], in[i].tree_fd);
+                        if (r < 0) {
+                                snprintf(out[i].message, sizeof(out[i].message), "%s: the host's tree cannot be identified: %s",
+                                         in[i].rel, strerror(-r));
+                                goto finish;
+                        }
+                        /* The mounts below, as they are there, carried by the new tree. */
+                        for (size_t c = 0; c < children[i].n; c++) {
+                                const char *below = startswith(children[i].children[c].path, paths[i]);
+                                _cleanup_close_ int cfd = -EBADF;
+
+                                if (!below || *below != '/')
+                                        continue;
+                                if (!kernel_has(KERNEL_DETACHED_LAYERS)) {
+                                        snprintf(out[i].message, sizeof(out[i].message),
+                                                 "%s: the mount %s there cannot be carried over on this kernel (it needs Linux 6.15)",
+                                                 in[i].rel, children[i].children[c].path);
+                                        r = -EOPNOTSUPP;
+                                        goto finish;
+                                }
+                                cfd = open_tree(root, children[i].children[c].path + 1,
+                                                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
+                                if (cfd < 0 || move_mount(cfd, "", in[i].tree_fd, below + 1, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+                                        snprintf(out[i].message, sizeof(out[i].message), "%s: the mount %s there cannot be carried over: %s",
+                                                 in[i].rel, children[i].children[c].path, strerror(errno));
+                                        r = -errno;
+                                        goto finish;
+                                }
+                        }
+                }
+                map[n_targets] = i;
+                targets[n_targets++] = (SwapTarget) {
+                        .root_fd = root,
+                        .rel = in[i].rel,
+                        .path = paths[i],
+                        .tree_fd = in[i].tree_fd,
+                        .new_tree = in[i].tree_fd >= 0 ? &news[i] : NULL,
+                        .old = in[i].old ? &olds[i] : NULL,
+                        .planned_top_id = m.id,
+                        .children = &children[i],
+                };
+        }
+
+        if (n_targets > 0) {
+                r = swap_all(targets, n_targets,
+                             &(SwapOptions) {
+                                     .mount_beneath = kernel_has_mount_beneath(),
+                                     .allow_degraded = false,
+                             },
+                             &msg);
+                for (size_t k = 0; k < n_targets; k++) {
+                        FollowOutcome *o = &out[map[k]];
+
+                        o->state = targets[k].state;
+                        if (targets[k].new_tree) {
+                                o->unique_id = news[map[k]].unique_id;
+                                o->mount_id = news[map[k]].mount_id;
+                                o->dev = news[map[k]].dev;
+                        }
+                }
+                if (r < 0)
+                        snprintf(out[map[0]].message, sizeof(out[map[0]].message), "%s", strna(msg));
+        }
+finish:
+        for (size_t i = 0; i < n; i++)
+                mount_children_done(&children[i]);
+        return r;
+}
+
+/* Steps 3-5: a child in the namespace of pid does the work; its outcomes come back in a pipe. */
+static int follow_run_child(pid_t pid, FollowInput *in, size_t n, FollowOutcome *out, int *ret_status) {
+        _cleanup_close_ int ns_fd = -EBADF, root_fd = -EBADF, proc_fd = -EBADF;
+        int pipe_fds[2] = { -EBADF, -EBADF };
+        char path[64];
+        pid_t child;
+        ssize_t k;
+        int status = 0;
+
+        snprintf(path, sizeof(path), "/proc/%i/ns/mnt", (int) pid);
+        ns_fd = open(path, O_RDONLY | O_CLOEXEC);
+        snprintf(path, sizeof(path), "/proc/%i/root", (int) pid);
+        root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        proc_fd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (ns_fd < 0 || root_fd < 0 || proc_fd < 0)
+                return errno == ENOENT ? -ESRCH : negative_errno();
+        if (n * sizeof(FollowOutcome) > PIPE_BUF)
+                return -E2BIG;
+        if (pipe2(pipe_fds, O_CLOEXEC) < 0)
+                return negative_errno();
+
+        child = fork();
+        if (child < 0) {
+                safe_close(pipe_fds[0]);
+                safe_close(pipe_fds[1]);
+                return negative_errno();
+        }
+        if (child == 0) {
+                int r;
+
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+                pipe_fds[0] = safe_close(pipe_fds[0]);
+                if (setns(ns_fd, CLONE_NEWNS) < 0)
+                        _exit(10);
+                if (fchdir(root_fd) < 0 || chroot(".") < 0 || fchdir(proc_fd) < 0)
+                        _exit(11);
+                proc_prefix_use_cwd();
+                r = follow_in_namespace(in, n, out);
+                if (write(pipe_fds[1], out, n * sizeof(FollowOutcome)) != (ssize_t) (n * sizeof(FollowOutcome)))
+                        _exit(12);
+                _exit(r < 0 ? 1 : 0);
+        }
+        pipe_fds[1] = safe_close(pipe_fds[1]);
+        /* One write of less than PIPE_BUF: it arrives whole or not at all. */
+        do
+                k = read(pipe_fds[0], out, n * sizeof(FollowOutcome));
+        while (k < 0 && errno == EINTR);
+        pipe_fds[0] = safe_close(pipe_fds[0]);
+        while (waitpid(child, &status, 0) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        *ret_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (k != (ssize_t) (n * sizeof(FollowOutcome)))
+                return -EPROTO;
+        for (size_t i = 0; i < n; i++)
+                out[i].message[sizeof(out[i].message) - 1] = 0;
+        return 0;
+}
+
+/* The host's tree of a hierarchy: ours, with extensions (a tree of the base alone, left to
+ * carry the host's own mounts, is no extension: a follower shows its base then). */
+static const Tree *host_tree(const FollowHost *h, const char *rel) {
+        JournalHierarchy *jh = journal_find_hierarchy((Journal *) h->journal, rel);
+        const Tree *t;
+
+        if (!jh || !jh->tree)
+                return NULL;
+        t = tree_list_find((TreeList *) &h->journal->trees, jh->tree);
+        return t && !t->base_only ? t : NULL;
+}
+
+/* Step 2: a clone of the host's live tree at rel, proven ours right before. */
+static int host_tree_clone(const FollowHost *h, const char *rel, const Tree *t, int *ret) {
+        _cleanup_close_ int fd = hierarchy_open(h->root_fd, rel);
+        int clone, r;
+
+        if (fd < 0)
+                return fd;
+        r = tree_check_fd(t, fd, NULL);
+        if (r <= 0)
+                return r < 0 ? r : -ESTALE;
+        clone = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+        if (clone < 0)
+                return negative_errno();
+        *ret = clone;
+        return 0;
+}
+
+static int strv_extendf_problem(char ***l, const char *s) {
+        _cleanup_free_ char *safe = NULL;
+        return strv_extend(l, string_safe(s, &safe));
+}
+
+/* Brings one namespace to what the host shows (stop: to its base).  Updates f; returns 0, or
+ * -ESRCH when the namespace has gone, or < 0 with f->error set. */
+static int follow_one(const FollowHost *h, Follower *f, bool stop) {
+        FollowInput in[HIERARCHIES_MAX] = {};
+        FollowOutcome out[HIERARCHIES_MAX] = {};
+        size_t n = 0;
+        pid_t pid;
+        int r, status = 0;
+        bool failed = false;
+
+        pid = namespace_find_process(f->ns, f->pid);
+        if (pid <= 0)
+                return -ESRCH;
+        f->pid = pid;
+        if (!f->name) {
+                _cleanup_free_ char *machine = NULL;
+                process_names(pid, &f->name, &machine);
+                if (!f->machine)
+                        f->machine = TAKE_PTR(machine);
+        }
+        free(f->error);
+        f->error = NULL;
+        strv_free(f->problems);
+        f->problems = NULL;
+
+        STRV_FOREACH(rel, h->hierarchies) {
+                FollowInput *i = &in[n++];
+                _cleanup_close_ int base = -EBADF;
+                struct stat st;
+
+                *i = (FollowInput) { .rel = *rel, .tree_fd = -EBADF, .old = follower_tree(f, *rel) };
+                i->host = stop ? NULL : host_tree(h, *rel);
+                if (i->host) {
+                        r = host_tree_clone(h, *rel, i->host, &i->tree_fd);
+                        if (r < 0) {
+                                (void) set_message(&f->error, 0, "The host's tree of /%s cannot be cloned: %s", *rel, strerror(-r));
+                                goto done;
+                        }
+                }
+                base = openat_resolve(h->base_fd, *rel, O_PATH | O_DIRECTORY | O_CLOEXEC,
+                                      RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                if (base >= 0 && fstat(base, &st) >= 0) {
+                        i->base_dev = st.st_dev;
+                        i->base_ino = st.st_ino;
+                        i->base_known = true;
+                }
+        }
+
+        r = follow_run_child(pid, in, n, out, &status);
+        if (r == -ESRCH)
+                goto done;
+        if (r < 0) {
+                (void) set_message(&f->error, 0, "The namespace could not be entered: %s", strerror(-r));
+                goto done;
+        }
+        for (size_t i = 0; i < n; i++) {
+                const char *rel = in[i].rel;
+                SwapState s = out[i].state;
+                bool swapped = IN_SET(out[i].action, FOLLOW_ATTACH, FOLLOW_REPLACE, FOLLOW_DETACH);
+
+                if (out[i].action == FOLLOW_LEAVE)
+                        (void) strv_extendf_problem(&f->problems, out[i].message);
+                if (!swapped)
+                        continue;
+                if (IN_SET(s, SWAP_ATTACHED, SWAP_REPLACED, SWAP_DETACHED)) {
+                        /* The old tree there is gone; the new one, if any, is recorded. */
+                        if (in[i].old)
+                                tree_list_drop(&f->trees, in[i].old->id);
+                        if (s != SWAP_DETACHED) {
+                                Tree t = {};
+                                _cleanup_free_ char *id = NULL;
+
+                                if (random_hex(TREE_ID_LEN / 2, &id) < 0 || !(t.hierarchy = strdup(rel)) ||
+                                    strv_copy(in[i].host->extensions, &t.extensions) < 0) {
+                                        tree_done(&t);
+                                        r = -ENOMEM;
+                                        goto done;
+                                }
+                                t.id = TAKE_PTR(id);
+                                t.generation = h->journal->generation;
+                                t.unique_id = out[i].unique_id;
+                                t.mount_id = out[i].mount_id;
+                                t.dev = (dev_t) out[i].dev;
+                                t.since = now_realtime_usec();
+                                if (tree_list_add(&f->trees, &t) < 0) {
+                                        tree_done(&t);
+                                        r = -ENOMEM;
+                                        goto done;
+                                }
+                        }
+                } else
+                        failed = true;
+        }
+        if (status != 0 || failed) {
+                const char *why = NULL;
+
+                for (size_t i = 0; i < n && !why; i++)
+                        if (out[i].message[0] && out[i].action != FOLLOW_LEAVE)
+                                why = out[i].message;
+                (void) set_message(&f->error, 0, "%s", why ?: "The namespace could not be updated.");
+                r = -EIO;
+                goto done;
+        }
+        f->generation = stop ? 0 : h->journal->generation;
+        f->since = now_realtime_usec();
+        r = 0;
+done:
+        for (size_t i = 0; i < n; i++)
+                safe_close(in[i].tree_fd);
+        return r;
+}
+
+static void log_follower(const Follower *f, const char *what) {
+        _cleanup_free_ char *name = NULL, *error = NULL;
+
+        if (f->error)
+                log_warning("Mount namespace %" PRIu64 " (process %i, %s) %s: %s", f->ns, (int) f->pid,
+                            string_safe(f->name ?: "?", &name), what, string_safe(f->error, &error));
+        STRV_FOREACH(p, f->problems) {
+                _cleanup_free_ char *s = NULL;
+                log_info("Mount namespace %" PRIu64 " (process %i): %s.", f->ns, (int) f->pid, string_safe(*p, &s));
+        }
+}
+
+int follow_add(const FollowHost *h, pid_t pid, const char *machine, char **ret_message) {
+        _cleanup_(follower_list_done) FollowerList l = {};
+        _cleanup_(follower_done) Follower fresh = {};
+        Follower *f = NULL;
+        uint64_t ns, own;
+        int r;
+
+        *ret_message = NULL;
+        r = follow_namespace_of(pid, &ns);
+        if (r < 0)
+                return set_message(ret_message, -r, "Process %i cannot be followed: %s.", (int) pid,
+                                   r == -ESRCH ? "no such process" : strerror(-r));
+        if (mount_namespace_id(&own) >= 0 && own == ns)
+                return set_message(ret_message, EINVAL,
+                                   "Process %i is in sysextd's own mount namespace: it sees every transition already.",
+                                   (int) pid);
+        r = follower_list_load(h->journal_fd, &l);
+        if (r < 0)
+                return set_message(ret_message, -r, "Failed to read the followed namespaces: %s", strerror(-r));
+        for (size_t i = 0; i < l.n; i++)
+                if (l.followers[i].ns == ns)
+                        f = &l.followers[i];
+        if (!f) {
+                fresh.ns = ns;
+                fresh.pid = pid;
+                if (machine)
+                        fresh.machine = strdup(machine);
+                f = &fresh;
+        } else
+                f->pid = pid;
+        r = follow_one(h, f, false);
+        if (r == -ESRCH)
+                return set_message(ret_message, ESRCH, "Process %i has gone; its namespace was not followed.", (int) pid);
+        if (follower_save(h->journal_fd, f) < 0)
+                return set_message(ret_message, EIO, "Failed to record the followed namespace of process %i.", (int) pid);
+        log_follower(f, "could not be updated");
+        if (r < 0)
+                return set_message(ret_message, -r, "Process %i's mount namespace is followed, but it could not be updated now: %s",
+                                   (int) pid, strna(f->error));
+        log_info("Mount namespace %" PRIu64 " of process %i follows the host (generation %" PRIu64 ").", ns, (int) pid,
+                 f->generation);
+        return 0;
+}
+
+int follow_remove(const FollowHost *h, pid_t pid, char **ret_message) {
+        _cleanup_(follower_list_done) FollowerList l = {};
+        Follower *f = NULL;
+        uint64_t ns;
+        int r;
+
+        *ret_message = NULL;
+        r = follow_namespace_of(pid, &ns);
+        if (r < 0)
+                return set_message(ret_message, -r, "Process %i: %s.", (int) pid,
+                                   r == -ESRCH ? "no such process" : strerror(-r));
+        r = follower_list_load(h->journal_fd, &l);
+        if (r < 0)
+                return set_message(ret_message, -r, "Failed to read the followed namespaces: %s", strerror(-r));
+        for (size_t i = 0; i < l.n; i++)
+                if (l.followers[i].ns == ns)
+                        f = &l.followers[i];
+        if (!f)
+                return set_message(ret_message, ENOENT, "The mount namespace of process %i is not followed.", (int) pid);
+        f->pid = pid;
+        r = follow_one(h, f, true);
+        if (r < 0 && r != -ESRCH) {
+                (void) follower_save(h->journal_fd, f);
+                return set_message(ret_message, -r, "Failed to stop following the mount namespace of process %i: %s",
+                                   (int) pid, strna(f->error));
+        }
+        follower_forget(h->journal_fd, ns);
+        log_info("Mount namespace %" PRIu64 " of process %i no longer follows the host.", ns, (int) pid);
+        return 0;
+}
+
+int follow_update_all(const FollowHost *h) {
+        _cleanup_(follower_list_done) FollowerList l = {};
+        int r, n_failed = 0;
+
+        r = follower_list_load(h->journal_fd, &l);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < l.n; i++) {
+                Follower *f = &l.followers[i];
+
+                r = follow_one(h, f, false);
+                if (r == -ESRCH) {
+                        log_debug("Mount namespace %" PRIu64 " has gone; it is no longer followed.", f->ns);
+                        follower_forget(h->journal_fd, f->ns);
+                        continue;
+                }
+                if (r < 0)
+                        n_failed++;
+                log_follower(f, "could not be updated");
+                (void) follower_save(h->journal_fd, f);
+        }
+        return n_failed;
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "journal.h"
+#include "tree.h"
+
+/* Namespaces that follow the host (follow.c has the design). */
+
+/* What a followed namespace shows at a hierarchy, seen from its process's root. */
+typedef enum FollowView {
+        FOLLOW_VIEW_ABSENT,    /* no such directory there */
+        FOLLOW_VIEW_OURS,      /* the tree sysextd put there, by its identity */
+        FOLLOW_VIEW_BASE,      /* the host's base of the hierarchy (same directory) */
+        FOLLOW_VIEW_HOST_TREE, /* a copy or bind of the host's tree that is not ours there
+                                * (propagation, or someone's bind): it follows without us */
+        FOLLOW_VIEW_OTHER,     /* something else: the container's own OS, a foreign mount */
+        _FOLLOW_VIEW_MAX,
+} FollowView;
+
+typedef enum FollowAction {
+        FOLLOW_KEEP,    /* up to date, or nothing to do */
+        FOLLOW_ATTACH,  /* the base shows: the host's tree goes on top of it */
+        FOLLOW_REPLACE, /* our older tree shows: the host's tree goes beneath it, ours is detached */
+        FOLLOW_DETACH,  /* our tree goes (the host has none, or the namespace stops following) */
+        FOLLOW_LEAVE,   /* not ours and not the base: left alone, reported */
+        _FOLLOW_ACTION_MAX,
+} FollowAction;
+
+const char *follow_view_to_string(FollowView v);
+const char *follow_action_to_string(FollowAction a);
+
+/* The decision for one hierarchy of a followed namespace: pure.  host_tree: the host shows a
+ * tree of ours with extensions (and the namespace keeps following); current: the namespace's
+ * tree of ours is already the host's (the same superblock). */
+FollowAction follow_decide(FollowView v, bool host_tree, bool current);
+
+/* A namespace that follows the host: run/sysextd/follow/NS.json. */
+typedef struct Follower {
+        uint64_t ns;         /* the inode of its mount namespace: its identity */
+        pid_t pid;           /* the process last found in it (a hint: PIDs are reused) */
+        char *name;          /* its unit, or its command name */
+        char *machine;       /* the machine it belongs to (systemd-machined), NULL: none */
+        uint64_t generation; /* the host's generation it shows */
+        uint64_t since;      /* CLOCK_REALTIME µs of its last update */
+        TreeList trees;      /* our trees there, one per hierarchy at most (Tree.hierarchy) */
+        char **problems;     /* hierarchies left alone there and why ("usr: …") */
+        char *error;         /* why its last update failed; NULL: it did not */
+} Follower;
+
+void follower_done(Follower *f);
+
+typedef struct FollowerList {
+        Follower *followers;
+        size_t n;
+} FollowerList;
+
+void follower_list_done(FollowerList *l);
+
+#define FOLLOW_DIR "follow"
+
+int follower_to_json_string(const Follower *f, char **ret);
+int follower_from_json_string(const char *text, Follower *ret);
+
+/* Every record in the journal directory; a record that fails validation is moved aside. */
+int follower_list_load(int journal_dir_fd, FollowerList *ret);
+
+/* What the host shows, for the followers: everything below is read and changed under the
+ * engine's lock. */
+typedef struct FollowHost {
+        int root_fd;
+        const char *root;     /* its canonical path, for messages */
+        int journal_fd;       /* run/sysextd */
+        int base_fd;          /* the root below sysextd's trees (base.h) */
+        char *const *hierarchies;
+        const Journal *journal; /* what is live on the host: trees per hierarchy, generation */
+} FollowHost;
+
+/* The mount namespace of a process: its inode. */
+int follow_namespace_of(pid_t pid, uint64_t *ret);
+
+/* Starts following the namespace of pid (updated at once), or stops (our trees there are
+ * detached and the base shows again).  Returns 0 with *ret_message NULL on success; < 0 with
+ * *ret_message saying why otherwise. */
+int follow_add(const FollowHost *h, pid_t pid, const char *machine, char **ret_message);
+int follow_remove(const FollowHost *h, pid_t pid, char **ret_message);
+
+/* After every transition: each followed namespace gets the host's trees.  A namespace that has
+ * gone is dropped without a word; one that fails is recorded with its error and does not stop
+ * the others.  Returns how many failed. */
+int follow_update_all(const FollowHost *h);
