@@ -19,7 +19,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/openat2.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,16 +42,6 @@
 #ifdef SYSEXTD_TEST_HOOKS
 #include "testhook.h"
 #endif
-
-static const char *const verb_names[_ENGINE_VERB_MAX] = {
-        [ENGINE_MERGE] = "merge",
-        [ENGINE_REFRESH] = "refresh",
-        [ENGINE_UNMERGE] = "unmerge",
-};
-
-const char *engine_verb_to_string(EngineVerb v) {
-        return v >= 0 && v < _ENGINE_VERB_MAX ? verb_names[v] : NULL;
-}
 
 /* systemd's search paths and hierarchies: no extensions below /usr (an image inside the tree
  * it extends), no configuration extensions in /etc. */
@@ -86,11 +75,6 @@ void engine_config_done(EngineConfig *c) {
         }
         free(c->trusted_dir);
         *c = (EngineConfig) {};
-}
-
-void engine_result_done(EngineResult *r) {
-        free(r->message);
-        *r = (EngineResult) {};
 }
 
 int engine_new(const char *root, EngineConfig *config, Engine **ret) {
@@ -146,24 +130,10 @@ Engine *engine_free(Engine *e) {
 int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) {
         va_list ap;
 
-        error = error ? -abs(error) : -EIO;
-        errno = -error;
-        free(e->result.message);
         va_start(ap, fmt);
-        if (vasprintf(&e->result.message, fmt, ap) < 0)
-                e->result.message = NULL;
+        error = engine_result_failv(&e->result, kind, error, fmt, ap);
         va_end(ap);
-        e->result.error = kind;
-        log_error("%s", e->result.message ?: "Out of memory.");
         return error;
-}
-
-bool engine_stop_requested(void) {
-        sigset_t s;
-
-        if (sigpending(&s) < 0)
-                return false;
-        return sigismember(&s, SIGINT) > 0 || sigismember(&s, SIGTERM) > 0 || sigismember(&s, SIGHUP) > 0;
 }
 
 static int stop_if_requested(Engine *e) {
