@@ -127,13 +127,28 @@ Engine *engine_free(Engine *e) {
         return NULL;
 }
 
-int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) {
+/* Logs the failure once and keeps it in e->result; returns -abs(error) (-EIO for 0). */
+static int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) _printf_(4, 5);
+static int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) {
         va_list ap;
 
         va_start(ap, fmt);
         error = engine_result_failv(&e->result, kind, error, fmt, ap);
         va_end(ap);
         return error;
+}
+
+/* What the steps below the engine work with (transition.h), for one call under the lock. */
+static TransitionContext step_context(Engine *e) {
+        return (TransitionContext) {
+                .root = e->root,
+                .root_fd = e->root_fd,
+                .journal_fd = e->journal_fd,
+                .hierarchy_class = e->hierarchy_class,
+                .allow_degraded = e->config.allow_degraded,
+                .result = &e->result,
+                .recovery_waits = &e->recovery_waits,
+        };
 }
 
 static int stop_if_requested(Engine *e) {
@@ -230,6 +245,7 @@ static int check_namespace(Engine *e, const Journal *j) {
 }
 
 static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t *n, bool *ret_changed) {
+        TransitionContext ctx;
         int r;
 
         r = load_journal(e, e->journal_fd, j);
@@ -241,7 +257,8 @@ static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t
         r = inspect_all(e, j, states, n);
         if (r < 0)
                 return r;
-        return recover_run(e, j, *states, *n, ret_changed);
+        ctx = step_context(e);
+        return recover_run(&ctx, j, *states, *n, ret_changed);
 }
 
 int engine_recover(Engine *e) {
@@ -786,6 +803,7 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
                     bool *ret_changed) {
         static const ImageList none = {};
         ExecuteOptions xo = { .classes = covered_classes(o), .mutables = mutables };
+        TransitionContext ctx = step_context(e);
         UnitActions units = {};
         int r;
 
@@ -796,7 +814,7 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
         r = unit_actions_plan(&j->images, verb == ENGINE_UNMERGE ? &none : images, xo.classes, &units);
         if (r < 0)
                 return r;
-        r = execute_transition(e, verb, j, states, views, plan, images, &xo, ret_changed);
+        r = execute_transition(&ctx, verb, j, states, views, plan, images, &xo, ret_changed);
         if (r >= 0 && *ret_changed) {
                 unit_actions_done(&e->units);
                 e->units = units;

@@ -145,7 +145,3 @@ MutableMode engine_class_mutable(const EngineConfig *c, const EngineOptions *o, 
 static inline bool engine_options_cover(const EngineOptions *o, ImageClass c) {
         return !o || o->classes == 0 || (o->classes & (1u << c));
 }
-
-/* Logs the failure once and keeps it in e->result (engine_result_failv()); returns -abs(error)
- * (-EIO for 0). */
-int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) _printf_(4, 5);

@@ -39,6 +39,15 @@ int engine_result_failv(EngineResult *r, EngineError kind, int error, const char
         return error;
 }
 
+int transition_fail(const TransitionContext *ctx, EngineError kind, int error, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        error = engine_result_failv(ctx->result, kind, error, fmt, ap);
+        va_end(ap);
+        return error;
+}
+
 bool engine_stop_requested(void) {
         sigset_t s;
 

@@ -9,9 +9,10 @@
 #include "macro.h"
 
 /* What the engine's steps share with it, one layer below it: the verb a transition carries
- * out, and how its failure is classified and kept for the caller.  Planning (plan.c) needs no
- * more of the engine than this.  The names keep the engine's prefix: the command line and the
- * daemon know them as the engine's (engine.h). */
+ * out, how its failure is classified and kept for the caller, and the part of the engine a step
+ * works with (TransitionContext).  Planning (plan.c), execution (execute.c) and recovery
+ * (recover.c) need no more of the engine than this, and never call it.  The names keep the
+ * engine's prefix: the command line and the daemon know them as the engine's (engine.h). */
 
 typedef enum EngineVerb {
         ENGINE_MERGE,
@@ -55,3 +56,20 @@ int engine_result_failv(EngineResult *r, EngineError kind, int error, const char
  * (the command line with --no-bus) gets a transition that stops at the last point where
  * nothing has changed yet, or runs to its commit: never one cut in the middle. */
 bool engine_stop_requested(void);
+
+/* The engine's state a step works with, lent by the engine for one call (it holds the lock
+ * meanwhile): where the trees and the journal are, and where a failure goes. */
+typedef struct TransitionContext {
+        const char *root;                  /* absolute, canonical: for messages */
+        int root_fd;
+        int journal_fd;                    /* run/sysextd, while the lock is held */
+        const ImageClass *hierarchy_class; /* per hierarchy, in the engine's order */
+        bool allow_degraded;               /* DegradedMode=unmount-mount */
+        EngineResult *result;              /* a failure is kept here (transition_fail()) */
+        /* Recovery: why an interrupted transition cannot be finished yet (recover.c), or NULL;
+         * the engine refuses a new transition meanwhile. */
+        char **recovery_waits;
+} TransitionContext;
+
+/* engine_result_failv() on the context's result. */
+int transition_fail(const TransitionContext *ctx, EngineError kind, int error, const char *fmt, ...) _printf_(4, 5);
