@@ -339,19 +339,6 @@ static int compare_images(const void *a, const void *b) {
         return c != 0 ? c : strcmp(x->name, y->name);
 }
 
-static const char *const class_table[_IMAGE_CLASS_MAX] = {
-        [IMAGE_CLASS_SYSEXT] = "sysext",
-        [IMAGE_CLASS_CONFEXT] = "confext",
-};
-
-const char *image_class_to_string(ImageClass c) {
-        return c >= 0 && c < _IMAGE_CLASS_MAX ? class_table[c] : NULL;
-}
-
-int image_class_from_string(const char *s) {
-        return string_table_find(class_table, _IMAGE_CLASS_MAX, s);
-}
-
 int image_list_append(ImageList *a, ImageList *b) {
         Image *n;
 
