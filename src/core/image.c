@@ -45,25 +45,6 @@
 #define RELEASE_FILE_MAX (64 * 1024)
 #define STAMP_DEPTH_MAX 64
 
-static const char *const kind_table[_IMAGE_KIND_MAX] = {
-        [IMAGE_DIRECTORY] = "directory",
-        [IMAGE_EROFS] = "erofs",
-        [IMAGE_SQUASHFS] = "squashfs",
-        [IMAGE_EXT4] = "ext4",
-        [IMAGE_BTRFS] = "btrfs",
-        [IMAGE_XFS] = "xfs",
-        [IMAGE_DDI] = "ddi",
-        [IMAGE_UNKNOWN] = "unknown",
-};
-
-const char *image_kind_to_string(ImageKind k) {
-        return k >= 0 && k < _IMAGE_KIND_MAX ? kind_table[k] : "unknown";
-}
-
-int image_kind_from_string(const char *s) {
-        return string_table_find(kind_table, _IMAGE_KIND_MAX, s);
-}
-
 static const char *const verdict_table[_IMAGE_VERDICT_MAX] = {
         [IMAGE_UNPROBED] = "unprobed",
         [IMAGE_COMPATIBLE] = "compatible",
