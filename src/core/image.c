@@ -39,7 +39,7 @@
 #include "missing.h"
 #include "mutable.h"
 #include "overlay.h"
-#include "units.h"
+#include "unit-files.h"
 #include "util.h"
 
 #define RELEASE_FILE_MAX (64 * 1024)
