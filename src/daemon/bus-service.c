@@ -13,10 +13,11 @@
 
 #include "authorize.h"
 #include "bus-api.h"
+#include "bus-service.h"
 #include "json-util.h"
 #include "kernel.h"
 #include "log.h"
-#include "manager.h"
+#include "unit-jobs.h"
 #include "util.h"
 
 /* Appends s made safe for the bus. */
@@ -780,21 +781,6 @@ static int property_get_stacks(sd_bus *bus, const char *path, const char *interf
 static int property_get_unit_jobs(sd_bus *bus, const char *path, const char *interface, const char *property,
                                   sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         return bus_append_unit_jobs(reply, userdata);
-}
-
-void bus_emit_unit_jobs_finished(Manager *m) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *signal = NULL;
-        int r;
-
-        r = sd_bus_message_new_signal(m->bus, &signal, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "UnitJobsFinished");
-        if (r >= 0)
-                r = sd_bus_message_append(signal, "t", m->unit_jobs_generation);
-        if (r >= 0)
-                r = bus_append_unit_jobs(signal, m);
-        if (r >= 0)
-                r = sd_bus_send(m->bus, signal, NULL);
-        if (r < 0)
-                log_warning_errno(r, "Failed to send UnitJobsFinished: %m");
 }
 
 static const sd_bus_vtable manager_vtable[] = {

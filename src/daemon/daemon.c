@@ -35,14 +35,16 @@
 #include <systemd/sd-daemon.h>
 
 #include "bus-api.h"
+#include "bus-service.h"
 #include "daemon.h"
 #include "image-json.h"
 #include "json-util.h"
 #include "kernel.h"
 #include "log.h"
 #include "manager.h"
-#include "util.h"
+#include "unit-jobs.h"
 #include "units.h"
+#include "util.h"
 #include "verity.h"
 
 #ifdef SYSEXTD_TEST_HOOKS

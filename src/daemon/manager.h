@@ -103,19 +103,3 @@ int manager_list_images(Manager *m, sd_bus_message *request);
 void manager_update_idle(Manager *m);
 /* Exits the event loop when the daemon is going (SIGTERM, idle) and nothing is left to answer. */
 void manager_exit_if_done(Manager *m);
-
-/* unit-jobs.c: the service manager's JobRemoved signals are watched from the start (and the
- * daemon subscribes to them), so that no job's end is missed. */
-void unit_jobs_watch(Manager *m);
-void unit_jobs_take(Manager *m, json_object *jobs, uint64_t generation);
-size_t unit_jobs_pending(const Manager *m);
-void unit_jobs_done(Manager *m);
-int bus_append_unit_jobs(sd_bus_message *reply, const Manager *m);
-
-/* bus-service.c */
-int bus_service_register(Manager *m);
-int bus_reply_transition(sd_bus_message *request, json_object *doc);
-int bus_reply_list(sd_bus_message *request, json_object *doc);
-int bus_reply_failure(sd_bus_message *request, json_object *doc, const char *fallback);
-void bus_emit_tree_changed(Manager *m);
-void bus_emit_unit_jobs_finished(Manager *m);

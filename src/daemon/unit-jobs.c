@@ -17,7 +17,7 @@
 #include "bus-api.h"
 #include "json-util.h"
 #include "log.h"
-#include "manager.h"
+#include "unit-jobs.h"
 #include "util.h"
 
 #define UNIT_STRING_MAX 1024
@@ -67,6 +67,21 @@ size_t unit_jobs_pending(const Manager *m) {
                 if (!m->unit_jobs[i].result)
                         n++;
         return n;
+}
+
+static void bus_emit_unit_jobs_finished(Manager *m) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *signal = NULL;
+        int r;
+
+        r = sd_bus_message_new_signal(m->bus, &signal, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "UnitJobsFinished");
+        if (r >= 0)
+                r = sd_bus_message_append(signal, "t", m->unit_jobs_generation);
+        if (r >= 0)
+                r = bus_append_unit_jobs(signal, m);
+        if (r >= 0)
+                r = sd_bus_send(m->bus, signal, NULL);
+        if (r < 0)
+                log_warning_errno(r, "Failed to send UnitJobsFinished: %m");
 }
 
 static void unit_jobs_changed(Manager *m, bool finished_one) {
