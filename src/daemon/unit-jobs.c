@@ -88,7 +88,7 @@ static void unit_jobs_changed(Manager *m, bool finished_one) {
         (void) sd_bus_emit_properties_changed(m->bus, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "UnitJobs", NULL);
         if (finished_one && m->n_unit_jobs > 0 && unit_jobs_pending(m) == 0) {
                 bus_emit_unit_jobs_finished(m);
-                manager_update_idle(m);
+                m->ops->update_idle(m);
         }
 }
 
@@ -197,7 +197,7 @@ void unit_jobs_take(Manager *m, json_object *jobs, uint64_t generation) {
                 log_warning("Failed to arm the timer for the unit jobs of generation %" PRIu64 "; they are reported while the daemon runs.",
                             generation);
         unit_jobs_changed(m, any_ended);
-        manager_update_idle(m);
+        m->ops->update_idle(m);
 }
 
 void unit_jobs_done(Manager *m) {
