@@ -45,39 +45,6 @@ int disk_probe_type(int fd, uint64_t offset, uint64_t size, bool partitions, cha
         return 0;
 }
 
-ImageKind image_kind_from_fstype(const char *type) {
-        if (!type)
-                return IMAGE_UNKNOWN;
-        if (streq(type, "erofs"))
-                return IMAGE_EROFS;
-        if (streq(type, "squashfs"))
-                return IMAGE_SQUASHFS;
-        if (STR_IN_SET(type, "ext4", "ext3", "ext2"))
-                return IMAGE_EXT4;
-        if (streq(type, "btrfs"))
-                return IMAGE_BTRFS;
-        if (streq(type, "xfs"))
-                return IMAGE_XFS;
-        return IMAGE_UNKNOWN;
-}
-
-const char *image_kind_fstype(ImageKind kind) {
-        switch (kind) {
-        case IMAGE_EROFS:
-                return "erofs";
-        case IMAGE_SQUASHFS:
-                return "squashfs";
-        case IMAGE_EXT4:
-                return "ext4"; /* mounts ext2 and ext3 too */
-        case IMAGE_BTRFS:
-                return "btrfs";
-        case IMAGE_XFS:
-                return "xfs";
-        default:
-                return NULL;
-        }
-}
-
 /* Partition type UUIDs of the Discoverable Partitions Specification for this architecture. */
 typedef struct DpsTypes {
         const char *arch;

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "image.h"
+#include "image-kind.h"
 #include "verity.h"
 
 /* What is on a raw image: the file system (libblkid, by content), the partitions of a GPT
@@ -16,11 +16,6 @@
 /* The file system type of fd (from offset, size bytes; 0: all), or of its partition table
  * ("gpt") when partitions is set.  *ret_type is NULL when nothing is recognised. */
 int disk_probe_type(int fd, uint64_t offset, uint64_t size, bool partitions, char **ret_type);
-
-/* The image kind for a libblkid type name ("erofs", "ext2", ...). */
-ImageKind image_kind_from_fstype(const char *type);
-/* The file system type to mount for a kind. */
-const char *image_kind_fstype(ImageKind kind);
 
 typedef struct Partition {
         bool found;

@@ -19,7 +19,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/openat2.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,16 +43,6 @@
 #ifdef SYSEXTD_TEST_HOOKS
 #include "testhook.h"
 #endif
-
-static const char *const verb_names[_ENGINE_VERB_MAX] = {
-        [ENGINE_MERGE] = "merge",
-        [ENGINE_REFRESH] = "refresh",
-        [ENGINE_UNMERGE] = "unmerge",
-};
-
-const char *engine_verb_to_string(EngineVerb v) {
-        return v >= 0 && v < _ENGINE_VERB_MAX ? verb_names[v] : NULL;
-}
 
 /* systemd's search paths and hierarchies: no extensions below /usr (an image inside the tree
  * it extends), no configuration extensions in /etc. */
@@ -87,11 +76,6 @@ void engine_config_done(EngineConfig *c) {
         }
         free(c->trusted_dir);
         *c = (EngineConfig) {};
-}
-
-void engine_result_done(EngineResult *r) {
-        free(r->message);
-        *r = (EngineResult) {};
 }
 
 int engine_new(const char *root, EngineConfig *config, Engine **ret) {
@@ -144,27 +128,28 @@ Engine *engine_free(Engine *e) {
         return NULL;
 }
 
-int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) {
+/* Logs the failure once and keeps it in e->result; returns -abs(error) (-EIO for 0). */
+static int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) _printf_(4, 5);
+static int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) {
         va_list ap;
 
-        error = error ? -abs(error) : -EIO;
-        errno = -error;
-        free(e->result.message);
         va_start(ap, fmt);
-        if (vasprintf(&e->result.message, fmt, ap) < 0)
-                e->result.message = NULL;
+        error = engine_result_failv(&e->result, kind, error, fmt, ap);
         va_end(ap);
-        e->result.error = kind;
-        log_error("%s", e->result.message ?: "Out of memory.");
         return error;
 }
 
-bool engine_stop_requested(void) {
-        sigset_t s;
-
-        if (sigpending(&s) < 0)
-                return false;
-        return sigismember(&s, SIGINT) > 0 || sigismember(&s, SIGTERM) > 0 || sigismember(&s, SIGHUP) > 0;
+/* What the steps below the engine work with (transition.h), for one call under the lock. */
+static TransitionContext step_context(Engine *e) {
+        return (TransitionContext) {
+                .root = e->root,
+                .root_fd = e->root_fd,
+                .journal_fd = e->journal_fd,
+                .hierarchy_class = e->hierarchy_class,
+                .allow_degraded = e->config.allow_degraded,
+                .result = &e->result,
+                .recovery_waits = &e->recovery_waits,
+        };
 }
 
 static int stop_if_requested(Engine *e) {
@@ -261,6 +246,7 @@ static int check_namespace(Engine *e, const Journal *j) {
 }
 
 static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t *n, bool *ret_changed) {
+        TransitionContext ctx;
         int r;
 
         r = load_journal(e, e->journal_fd, j);
@@ -272,7 +258,8 @@ static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t
         r = inspect_all(e, j, states, n);
         if (r < 0)
                 return r;
-        return recover_run(e, j, *states, *n, ret_changed);
+        ctx = step_context(e);
+        return recover_run(&ctx, j, *states, *n, ret_changed);
 }
 
 /* The namespaces that follow the host (follow.h) get what it shows now.  Under the lock, with
@@ -843,6 +830,7 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
                     bool *ret_changed) {
         static const ImageList none = {};
         ExecuteOptions xo = { .classes = covered_classes(o), .mutables = mutables };
+        TransitionContext ctx = step_context(e);
         UnitActions units = {};
         int r;
 
@@ -853,7 +841,7 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
         r = unit_actions_plan(&j->images, verb == ENGINE_UNMERGE ? &none : images, xo.classes, &units);
         if (r < 0)
                 return r;
-        r = execute_transition(e, verb, j, states, views, plan, images, &xo, ret_changed);
+        r = execute_transition(&ctx, verb, j, states, views, plan, images, &xo, ret_changed);
         if (r >= 0 && *ret_changed) {
                 unit_actions_done(&e->units);
                 e->units = units;

@@ -8,11 +8,13 @@
 #include "image.h"
 #include "journal.h"
 #include "mutable.h"
+#include "transition.h"
 #include "units.h"
 
 /* The engine: merge, refresh, unmerge, list and status on one root.  The CLI verb and the
  * D-Bus method call the same functions.  Functions log what they do; a failure is logged once
- * and its message is also kept in the result for the bus. */
+ * and its message is also kept in the result for the bus (the verbs, the result and its error
+ * kinds are transition.h's, shared with the steps below the engine). */
 
 /* What one class of extensions (sysext, confext) merges from where, and how. */
 typedef struct ClassConfig {
@@ -34,31 +36,6 @@ typedef struct EngineConfig {
 
 int engine_config_default(EngineConfig *ret);
 void engine_config_done(EngineConfig *c);
-
-typedef enum EngineError {
-        ENGINE_OK,
-        ENGINE_ERROR_FAILED,
-        ENGINE_ERROR_NO_IMAGES,
-        ENGINE_ERROR_NO_SUITABLE_IMAGES,
-        ENGINE_ERROR_ALREADY_MERGED,
-        ENGINE_ERROR_IMAGE_REFUSED,
-        ENGINE_ERROR_KERNEL_REFUSED,
-        ENGINE_ERROR_FOREIGN_MOUNT,
-        ENGINE_ERROR_BUSY,
-        _ENGINE_ERROR_MAX,
-} EngineError;
-
-/* What a transition did: for the CLI, the daemon and its reply. */
-typedef struct EngineResult {
-        int r;              /* < 0: failed */
-        bool changed;       /* the live tree changed (this transition, or recovery before it) */
-        bool recovered;     /* recovery changed the tree before the transition ran */
-        uint64_t generation;
-        EngineError error;  /* classification of a failure */
-        char *message;      /* its message, for the caller */
-} EngineResult;
-
-void engine_result_done(EngineResult *r);
 
 typedef struct Engine {
         char *root; /* absolute, canonical; "/" for the host */
@@ -98,15 +75,6 @@ typedef struct Engine {
 int engine_new(const char *root, EngineConfig *config, Engine **ret); /* takes *config */
 Engine *engine_free(Engine *e);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Engine *, engine_free);
-
-typedef enum EngineVerb {
-        ENGINE_MERGE,
-        ENGINE_REFRESH,
-        ENGINE_UNMERGE,
-        _ENGINE_VERB_MAX,
-} EngineVerb;
-
-const char *engine_verb_to_string(EngineVerb v);
 
 typedef struct EngineOptions {
         unsigned classes;    /* IMAGE_CLASS_* bits the call covers; 0: every class */
@@ -185,11 +153,3 @@ MutableMode engine_class_mutable(const EngineConfig *c, const EngineOptions *o, 
 static inline bool engine_options_cover(const EngineOptions *o, ImageClass c) {
         return !o || o->classes == 0 || (o->classes & (1u << c));
 }
-
-/* Whether SIGINT, SIGTERM or SIGHUP is pending.  A caller that blocks them around a transition
- * (the command line with --no-bus) gets a transition that stops at the last point where
- * nothing has changed yet, or runs to its commit: never one cut in the middle. */
-bool engine_stop_requested(void);
-
-/* Logs the failure once and keeps it in e->result; returns -abs(error) (-EIO for 0). */
-int engine_fail(Engine *e, EngineError kind, int error, const char *fmt, ...) _printf_(4, 5);

@@ -124,36 +124,36 @@ static void log_outcome(const SwapTarget *t, HierarchyAction action) {
 }
 
 /* The work directory of a writable tree, made fresh for it beside the upper directory. */
-static int make_workdir(Engine *e, Work *w, const MutableSetup *m, const char *path) {
+static int make_workdir(const TransitionContext *ctx, Work *w, const MutableSetup *m, const char *path) {
         _cleanup_free_ char *name = NULL;
         int r;
 
         r = mutable_workdir_create(m, w->new_id, &w->workdir);
         if (r < 0)
-                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to create the work directory for %s beside %s: %m; nothing was changed.",
-                                   path, strna(m->dir_path));
+                return transition_fail(ctx, ENGINE_ERROR_FAILED, r, "Failed to create the work directory for %s beside %s: %m; nothing was changed.",
+                                       path, strna(m->dir_path));
         r = mutable_workdir_name(m, w->new_id, &name);
         if (r < 0)
                 return r;
         w->work_fd = openat_resolve(m->parent_fd, name, O_PATH | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
         if (w->work_fd < 0)
-                return engine_fail(e, ENGINE_ERROR_FAILED, w->work_fd, "Failed to open the work directory %s/%s: %m", e->root,
-                                   w->workdir);
+                return transition_fail(ctx, ENGINE_ERROR_FAILED, w->work_fd, "Failed to open the work directory %s/%s: %m", ctx->root,
+                                       w->workdir);
         return 0;
 }
 
-static void remove_workdir(Engine *e, const char *rel) {
+static void remove_workdir(const TransitionContext *ctx, const char *rel) {
         int r;
 
         if (!rel)
                 return;
-        r = mutable_workdir_remove(e->root_fd, rel);
+        r = mutable_workdir_remove(ctx->root_fd, rel);
         if (r < 0)
-                log_debug("Could not remove the work directory %s/%s: %s", e->root, rel, strerror(-r));
+                log_debug("Could not remove the work directory %s/%s: %s", ctx->root, rel, strerror(-r));
 }
 
-static int stage(Engine *e, Work *work, size_t n_work, HierarchyState *states, const Plan *plan, ImageList *images,
-                 const ExecuteOptions *o, uint64_t generation) {
+static int stage(const TransitionContext *ctx, Work *work, size_t n_work, HierarchyState *states, const Plan *plan,
+                 ImageList *images, const ExecuteOptions *o, uint64_t generation) {
         StagingRequest reqs[HIERARCHIES_MAX] = {};
         size_t map[HIERARCHIES_MAX], n_reqs = 0;
         _cleanup_free_ char *msg = NULL;
@@ -165,13 +165,13 @@ static int stage(Engine *e, Work *work, size_t n_work, HierarchyState *states, c
                 const HierarchyPlan *hp = &plan->hierarchies[w->hierarchy];
                 const MutableSetup *m = o->mutables ? &o->mutables[w->hierarchy] : NULL;
                 bool build = w->action == ACTION_BUILD;
-                ImageClass klass = e->hierarchy_class[w->hierarchy];
+                ImageClass klass = ctx->hierarchy_class[w->hierarchy];
                 MutableUpper upper = build && m ? m->d.upper : MUTABLE_UPPER_NONE;
 
                 if (w->action != ACTION_BUILD && w->action != ACTION_BASE)
                         continue;
                 if (upper == MUTABLE_UPPER_DIR || upper == MUTABLE_UPPER_HIERARCHY) {
-                        r = make_workdir(e, w, m, states[w->hierarchy].path);
+                        r = make_workdir(ctx, w, m, states[w->hierarchy].path);
                         if (r < 0)
                                 return r;
                 }
@@ -205,24 +205,24 @@ static int stage(Engine *e, Work *work, size_t n_work, HierarchyState *states, c
         if (n_reqs == 0)
                 return 0;
 
-        if (mkdirat(e->journal_fd, "staging", 0700) < 0 && errno != EEXIST)
-                return engine_fail(e, ENGINE_ERROR_FAILED, errno, "Failed to create %s/%s/staging: %m", e->root, JOURNAL_DIR);
-        staging_fd = openat_resolve(e->journal_fd, "staging", O_PATH | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+        if (mkdirat(ctx->journal_fd, "staging", 0700) < 0 && errno != EEXIST)
+                return transition_fail(ctx, ENGINE_ERROR_FAILED, errno, "Failed to create %s/%s/staging: %m", ctx->root, JOURNAL_DIR);
+        staging_fd = openat_resolve(ctx->journal_fd, "staging", O_PATH | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
         if (staging_fd < 0)
-                return engine_fail(e, ENGINE_ERROR_FAILED, staging_fd, "Failed to open %s/%s/staging: %m", e->root, JOURNAL_DIR);
+                return transition_fail(ctx, ENGINE_ERROR_FAILED, staging_fd, "Failed to open %s/%s/staging: %m", ctx->root, JOURNAL_DIR);
 
         r = staging_build(staging_fd, images->images, images->n, reqs, n_reqs, &msg);
         if (r < 0)
-                return engine_fail(e, r == -ENOENT || r == -ENOTDIR || r == -EBUSY ? ENGINE_ERROR_FAILED : ENGINE_ERROR_KERNEL_REFUSED,
-                                   r, "%s; nothing was changed.", msg ?: "Failed to build the new tree");
+                return transition_fail(ctx, r == -ENOENT || r == -ENOTDIR || r == -EBUSY ? ENGINE_ERROR_FAILED : ENGINE_ERROR_KERNEL_REFUSED,
+                                       r, "%s; nothing was changed.", msg ?: "Failed to build the new tree");
         for (size_t k = 0; k < n_reqs; k++)
                 work[map[k]].tree_fd = reqs[k].tree_fd;
         return 0;
 }
 
 /* Adds the new tree records to the journal's list and to disk. */
-static int begin_trees(Engine *e, Journal *j, Work *work, size_t n_work, HierarchyState *states, const Plan *plan,
-                       const MutableSetup *mutables, uint64_t generation) {
+static int begin_trees(const TransitionContext *ctx, Journal *j, Work *work, size_t n_work, HierarchyState *states,
+                       const Plan *plan, const MutableSetup *mutables, uint64_t generation) {
         int r;
 
         for (size_t k = 0; k < n_work; k++) {
@@ -259,11 +259,11 @@ static int begin_trees(Engine *e, Journal *j, Work *work, size_t n_work, Hierarc
                 }
                 r = tree_set_identity(&t, w->tree_fd);
                 if (r >= 0)
-                        r = tree_save(e->journal_fd, &t);
+                        r = tree_save(ctx->journal_fd, &t);
                 if (r < 0) {
                         tree_done(&t);
-                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to record the new tree for %s in %s/%s: %m; nothing was changed.",
-                                           states[w->hierarchy].path, e->root, JOURNAL_DIR);
+                        return transition_fail(ctx, ENGINE_ERROR_FAILED, r, "Failed to record the new tree for %s in %s/%s: %m; nothing was changed.",
+                                               states[w->hierarchy].path, ctx->root, JOURNAL_DIR);
                 }
                 r = tree_list_add(&j->trees, &t);
                 if (r < 0)
@@ -273,10 +273,10 @@ static int begin_trees(Engine *e, Journal *j, Work *work, size_t n_work, Hierarc
         return 0;
 }
 
-static void forget_new_trees(Engine *e, Journal *j, Work *work, size_t n_work) {
+static void forget_new_trees(const TransitionContext *ctx, Journal *j, Work *work, size_t n_work) {
         for (size_t k = 0; k < n_work; k++)
                 if (work[k].new_tree) {
-                        (void) tree_remove(e->journal_fd, work[k].new_id);
+                        (void) tree_remove(ctx->journal_fd, work[k].new_id);
                         tree_list_drop(&j->trees, work[k].new_id);
                         work[k].new_tree = NULL;
                 }
@@ -329,14 +329,15 @@ fail:
 /* Step 2: the new trees' records, then state.json with the pending record and the images this
  * transition is made of (none after unmerge: a later refresh merges again rather than finding
  * them unchanged), before anything visible changes.  On failure nothing is left of it. */
-static int begin_transition(Engine *e, EngineVerb verb, Journal *j, Work *work, size_t n_work, HierarchyState *states,
-                            const Plan *plan, const ImageList *images, const ExecuteOptions *o, uint64_t generation) {
+static int begin_transition(const TransitionContext *ctx, EngineVerb verb, Journal *j, Work *work, size_t n_work,
+                            HierarchyState *states, const Plan *plan, const ImageList *images, const ExecuteOptions *o,
+                            uint64_t generation) {
         ImageList none = {}, next = {};
         int r;
 
-        r = begin_trees(e, j, work, n_work, states, plan, o->mutables, generation);
+        r = begin_trees(ctx, j, work, n_work, states, plan, o->mutables, generation);
         if (r < 0) {
-                forget_new_trees(e, j, work, n_work);
+                forget_new_trees(ctx, j, work, n_work);
                 return r;
         }
         j->pending = true;
@@ -355,23 +356,23 @@ static int begin_transition(Engine *e, EngineVerb verb, Journal *j, Work *work, 
         j->incomplete = false;
         r = mount_namespace_id(&j->mount_ns);
         if (r >= 0)
-                r = journal_save(e->journal_fd, j);
+                r = journal_save(ctx->journal_fd, j);
         if (r < 0) {
-                r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s/%s: %m; nothing was changed.", e->root,
-                                JOURNAL_DIR, JOURNAL_STATE);
-                forget_new_trees(e, j, work, n_work);
+                r = transition_fail(ctx, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s/%s: %m; nothing was changed.", ctx->root,
+                                    JOURNAL_DIR, JOURNAL_STATE);
+                forget_new_trees(ctx, j, work, n_work);
         }
         return r;
 }
 
 /* Step 3's input: per hierarchy the new tree, our old tree and the top the plan saw. */
-static void fill_targets(const Engine *e, const Work *work, size_t n_work, const HierarchyState *states,
+static void fill_targets(const TransitionContext *ctx, const Work *work, size_t n_work, const HierarchyState *states,
                          SwapTarget *targets) {
         for (size_t k = 0; k < n_work; k++) {
                 const HierarchyState *h = &states[work[k].hierarchy];
 
                 targets[k] = (SwapTarget) {
-                        .root_fd = e->root_fd,
+                        .root_fd = ctx->root_fd,
                         .rel = h->name,
                         .path = h->path,
                         .tree_fd = work[k].tree_fd,
@@ -415,27 +416,29 @@ static int record_outcome(Journal *j, const Work *work, const SwapTarget *target
 }
 
 /* The commit could not be written: say where the new tree is live all the same. */
-static int fail_commit(Engine *e, const SwapTarget *targets, size_t n_work, bool changed, uint64_t generation, int r) {
+static int fail_commit(const TransitionContext *ctx, const SwapTarget *targets, size_t n_work, bool changed,
+                       uint64_t generation, int r) {
         _cleanup_free_ char *where = NULL;
 
         if (!changed)
-                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s/%s: %m", e->root, JOURNAL_DIR,
-                                   JOURNAL_STATE);
+                return transition_fail(ctx, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s/%s: %m", ctx->root, JOURNAL_DIR,
+                                       JOURNAL_STATE);
         for (size_t k = 0; k < n_work; k++)
                 if (target_changed(&targets[k])) {
                         char *s = strjoin3(where ?: "", where ? ", " : "", targets[k].path);
                         free(where);
                         where = s;
                 }
-        return engine_fail(e, ENGINE_ERROR_FAILED, r,
-                           "The new tree is live on %s (generation %" PRIu64 "), but recording it in %s/%s/%s failed: %m; it is recorded at the next start.",
-                           strna(where), generation, e->root, JOURNAL_DIR, JOURNAL_STATE);
+        return transition_fail(ctx, ENGINE_ERROR_FAILED, r,
+                               "The new tree is live on %s (generation %" PRIu64 "), but recording it in %s/%s/%s failed: %m; it is recorded at the next start.",
+                               strna(where), generation, ctx->root, JOURNAL_DIR, JOURNAL_STATE);
 }
 
 /* After the commit: the records (and work directories) of the trees that went — the old one
  * where the swap went through (sealed and detached: nothing writes through it any more), the
  * new one where it did not. */
-static void drop_gone_trees(Engine *e, Journal *j, Work *work, const SwapTarget *targets, size_t n_work) {
+static void drop_gone_trees(const TransitionContext *ctx, Journal *j, Work *work, const SwapTarget *targets,
+                            size_t n_work) {
         for (size_t k = 0; k < n_work; k++) {
                 const SwapTarget *t = &targets[k];
                 _cleanup_free_ char *gone = NULL;
@@ -444,9 +447,9 @@ static void drop_gone_trees(Engine *e, Journal *j, Work *work, const SwapTarget 
                         if (!work[k].old)
                                 continue;
                         gone = strdup(work[k].old->id);
-                        remove_workdir(e, work[k].old->workdir);
+                        remove_workdir(ctx, work[k].old->workdir);
                 } else if (IN_SET(t->state, SWAP_UNTOUCHED, SWAP_ROLLED_BACK)) {
-                        remove_workdir(e, work[k].workdir);
+                        remove_workdir(ctx, work[k].workdir);
                         if (!work[k].new_tree)
                                 continue;
                         gone = strdup(work[k].new_id);
@@ -454,13 +457,14 @@ static void drop_gone_trees(Engine *e, Journal *j, Work *work, const SwapTarget 
                 /* A copy: the id belongs to the record that is dropped. */
                 if (!gone)
                         continue;
-                (void) tree_remove(e->journal_fd, gone);
+                (void) tree_remove(ctx->journal_fd, gone);
                 tree_list_drop(&j->trees, gone);
         }
 }
 
-int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *states, const PlanHierarchy *views,
-                       const Plan *plan, ImageList *images, const ExecuteOptions *o, bool *ret_changed) {
+int execute_transition(const TransitionContext *ctx, EngineVerb verb, Journal *j, HierarchyState *states,
+                       const PlanHierarchy *views, const Plan *plan, ImageList *images, const ExecuteOptions *o,
+                       bool *ret_changed) {
         Work work[HIERARCHIES_MAX] = {};
         SwapTarget targets[HIERARCHIES_MAX];
         size_t n_work = 0;
@@ -475,17 +479,17 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
                 goto finish;
 
         /* 1. Stage. */
-        r = stage(e, work, n_work, states, plan, images, o, generation);
+        r = stage(ctx, work, n_work, states, plan, images, o, generation);
         if (r < 0)
                 goto finish;
         /* The last point at which an interrupt stops the transition with nothing changed. */
         if (engine_stop_requested()) {
-                r = engine_fail(e, ENGINE_ERROR_FAILED, EINTR, "Interrupted; nothing was changed.");
+                r = transition_fail(ctx, ENGINE_ERROR_FAILED, EINTR, "Interrupted; nothing was changed.");
                 goto finish;
         }
 
         /* 2. Begin. */
-        r = begin_transition(e, verb, j, work, n_work, states, plan, images, o, generation);
+        r = begin_transition(ctx, verb, j, work, n_work, states, plan, images, o, generation);
         if (r < 0)
                 goto finish;
 #ifdef SYSEXTD_TEST_HOOKS
@@ -493,11 +497,11 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
 #endif
 
         /* 3. Swap. */
-        fill_targets(e, work, n_work, states, targets);
+        fill_targets(ctx, work, n_work, states, targets);
         swap_r = swap_all(targets, n_work,
                           &(SwapOptions) {
                                   .mount_beneath = kernel_has_mount_beneath(),
-                                  .allow_degraded = e->config.allow_degraded,
+                                  .allow_degraded = ctx->allow_degraded,
                                   .seal_wait_usec = SWAP_SEAL_WAIT_USEC,
                                   .ret_sealed_usec = &sealed_usec,
                           },
@@ -519,16 +523,16 @@ int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *s
         if (swap_r < 0 && verb != ENGINE_UNMERGE && !changed)
                 /* Nothing changed: the images recorded are not the live ones. */
                 image_list_free(&j->images);
-        r = journal_save(e->journal_fd, j);
+        r = journal_save(ctx->journal_fd, j);
         if (r < 0) {
-                r = fail_commit(e, targets, n_work, changed, generation, r);
+                r = fail_commit(ctx, targets, n_work, changed, generation, r);
                 goto finish;
         }
-        drop_gone_trees(e, j, work, targets, n_work);
+        drop_gone_trees(ctx, j, work, targets, n_work);
 
         if (swap_r < 0) {
-                r = engine_fail(e, swap_r == -EBUSY ? ENGINE_ERROR_FOREIGN_MOUNT : ENGINE_ERROR_KERNEL_REFUSED, swap_r, "%s",
-                                msg ?: "Failed to swap in the new tree.");
+                r = transition_fail(ctx, swap_r == -EBUSY ? ENGINE_ERROR_FOREIGN_MOUNT : ENGINE_ERROR_KERNEL_REFUSED, swap_r, "%s",
+                                    msg ?: "Failed to swap in the new tree.");
                 goto finish;
         }
         r = 1;
@@ -537,7 +541,7 @@ finish:
         for (size_t k = 0; k < n_work; k++) {
                 /* Staged or begun but never swapped: its work directory goes with it. */
                 if (r < 0 && !work[k].new_tree && work[k].workdir)
-                        remove_workdir(e, work[k].workdir);
+                        remove_workdir(ctx, work[k].workdir);
                 work_done(&work[k]);
         }
         return r;

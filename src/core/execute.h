@@ -3,12 +3,12 @@
 
 #include <stdbool.h>
 
-#include "engine.h"
 #include "image.h"
 #include "inspect.h"
 #include "journal.h"
 #include "mutable.h"
 #include "plan.h"
+#include "transition.h"
 
 /* Carrying out a plan: stage, begin, swap, commit (execute.c has the order and what each
  * failure leaves behind). */
@@ -19,5 +19,7 @@ typedef struct ExecuteOptions {
         const MutableSetup *mutables;   /* per hierarchy (merge, refresh) */
 } ExecuteOptions;
 
-int execute_transition(Engine *e, EngineVerb verb, Journal *j, HierarchyState *states, const PlanHierarchy *views,
-                       const Plan *plan, ImageList *images, const ExecuteOptions *o, bool *ret_changed);
+/* Under the engine's lock, with ctx lent by it: a failure is logged and kept in ctx->result. */
+int execute_transition(const TransitionContext *ctx, EngineVerb verb, Journal *j, HierarchyState *states,
+                       const PlanHierarchy *views, const Plan *plan, ImageList *images, const ExecuteOptions *o,
+                       bool *ret_changed);

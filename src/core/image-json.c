@@ -4,7 +4,7 @@
 
 #include "image-json.h"
 #include "json-util.h"
-#include "units.h"
+#include "unit-files.h"
 #include "util.h"
 
 #define STRING_MAX 8192

@@ -39,30 +39,11 @@
 #include "missing.h"
 #include "mutable.h"
 #include "overlay.h"
-#include "units.h"
+#include "unit-files.h"
 #include "util.h"
 
 #define RELEASE_FILE_MAX (64 * 1024)
 #define STAMP_DEPTH_MAX 64
-
-static const char *const kind_table[_IMAGE_KIND_MAX] = {
-        [IMAGE_DIRECTORY] = "directory",
-        [IMAGE_EROFS] = "erofs",
-        [IMAGE_SQUASHFS] = "squashfs",
-        [IMAGE_EXT4] = "ext4",
-        [IMAGE_BTRFS] = "btrfs",
-        [IMAGE_XFS] = "xfs",
-        [IMAGE_DDI] = "ddi",
-        [IMAGE_UNKNOWN] = "unknown",
-};
-
-const char *image_kind_to_string(ImageKind k) {
-        return k >= 0 && k < _IMAGE_KIND_MAX ? kind_table[k] : "unknown";
-}
-
-int image_kind_from_string(const char *s) {
-        return string_table_find(kind_table, _IMAGE_KIND_MAX, s);
-}
 
 static const char *const verdict_table[_IMAGE_VERDICT_MAX] = {
         [IMAGE_UNPROBED] = "unprobed",
@@ -337,19 +318,6 @@ static int compare_images(const void *a, const void *b) {
                 return x->klass < y->klass ? -1 : 1;
         c = version_compare(x->name, y->name);
         return c != 0 ? c : strcmp(x->name, y->name);
-}
-
-static const char *const class_table[_IMAGE_CLASS_MAX] = {
-        [IMAGE_CLASS_SYSEXT] = "sysext",
-        [IMAGE_CLASS_CONFEXT] = "confext",
-};
-
-const char *image_class_to_string(ImageClass c) {
-        return c >= 0 && c < _IMAGE_CLASS_MAX ? class_table[c] : NULL;
-}
-
-int image_class_from_string(const char *s) {
-        return string_table_find(class_table, _IMAGE_CLASS_MAX, s);
 }
 
 int image_list_append(ImageList *a, ImageList *b) {

@@ -6,24 +6,13 @@
 #include <sys/stat.h>
 
 #include "image-class.h"
+#include "image-kind.h"
 #include "loopdev.h"
 #include "release.h"
 #include "verity.h"
 
 /* Extension images: discovery in the search directories, recognition by content, and the
  * probe that opens an image and decides whether it may be merged. */
-
-typedef enum ImageKind {
-        IMAGE_DIRECTORY,
-        IMAGE_EROFS,
-        IMAGE_SQUASHFS,
-        IMAGE_EXT4,     /* also ext2 and ext3 */
-        IMAGE_BTRFS,
-        IMAGE_XFS,
-        IMAGE_DDI,     /* GPT disk image per the Discoverable Partitions Specification */
-        IMAGE_UNKNOWN,
-        _IMAGE_KIND_MAX,
-} ImageKind;
 
 typedef enum ImageVerdict {
         IMAGE_UNPROBED,
@@ -120,8 +109,6 @@ typedef struct ImageList {
         size_t n;
 } ImageList;
 
-const char *image_kind_to_string(ImageKind k);
-int image_kind_from_string(const char *s);
 const char *image_verdict_to_string(ImageVerdict v);
 int image_verdict_from_string(const char *s);
 

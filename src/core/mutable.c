@@ -386,43 +386,12 @@ int mutable_workdir_create(const MutableSetup *s, const char *tree_id, char **re
         return *ret_rel ? 0 : -ENOMEM;
 }
 
-static bool hex_id(const char *s) {
-        if (strlen(s) != TREE_ID_LEN)
-                return false;
-        for (; *s; s++)
-                if (!strchr("0123456789abcdef", *s))
-                        return false;
-        return true;
-}
-
-bool mutable_workdir_valid(const char *rel) {
-        const char *base, *dot;
-
-        if (isempty(rel) || rel[0] == '/' || strstr(rel, "//") || endswith(rel, "/") || strlen(rel) >= PATH_MAX)
-                return false;
-        for (const char *c = rel; c; c = strchr(c, '/')) {
-                if (*c == '/')
-                        c++;
-                if (startswith(c, "../") || streq(c, "..") || startswith(c, "./") || streq(c, "."))
-                        return false;
-        }
-        if (!utf8_is_valid(rel) || string_has_control(rel))
-                return false;
-        base = strrchr(rel, '/');
-        base = base ? base + 1 : rel;
-        if (!startswith(base, ".sysextd-"))
-                return false;
-        dot = strrchr(base, '.');
-        return dot && dot > base && hex_id(dot + 1) && (size_t) (dot - base) > strlen(".sysextd--work") &&
-               !strncmp(dot - strlen("-work"), "-work", strlen("-work"));
-}
-
 int mutable_workdir_remove(int root_fd, const char *rel) {
         _cleanup_free_ char *parent = NULL;
         _cleanup_close_ int dfd = -EBADF;
         const char *slash;
 
-        if (!mutable_workdir_valid(rel))
+        if (!tree_workdir_valid(rel))
                 return -EINVAL;
         slash = strrchr(rel, '/');
         parent = slash ? strndup(rel, slash - rel) : strdup(".");
@@ -456,7 +425,7 @@ void mutable_gc(const MutableSetup *s, const TreeList *trees) {
                 const char *id = startswith(de->d_name, prefix);
                 bool live = false;
 
-                if (!id || !hex_id(id))
+                if (!tree_id_valid(id))
                         continue;
                 for (size_t i = 0; i < trees->n; i++)
                         if (streq(trees->trees[i]->id, id))

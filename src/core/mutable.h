@@ -135,7 +135,3 @@ int mutable_workdir_remove(int root_fd, const char *rel);
 
 /* Removes the work directories beside s that belong to no tree in 'trees'. */
 void mutable_gc(const MutableSetup *s, const TreeList *trees);
-
-/* Whether 'rel' can be a work directory of ours: below the root, normalized, last component
- * .sysextd-*-work.TREEID. */
-bool mutable_workdir_valid(const char *rel);

@@ -4,10 +4,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "engine.h"
 #include "image.h"
 #include "inspect.h"
 #include "journal.h"
+#include "mutable.h"
+#include "transition.h"
 
 /* Planning: pure functions from what was inspected to what a transition does.  No I/O; every
  * branch has a unit test (test/unit/test-plan.c). */

@@ -20,9 +20,9 @@
  *    A FINISH whose old tree is writable seals it first (swap_seal_all(), all of the
  *    transition's or none): when a file is held open for writing on one, every FINISH of the
  *    transition waits, every old tree is made writable again (also one sealed before the
- *    crash), the record is kept and transitions are refused (Engine.recovery_waits) until it
- *    is closed.  A DISCARD makes its writable old tree writable again (it may have been
- *    sealed for the handover that did not happen).
+ *    crash), the record is kept and the engine refuses transitions (the context's
+ *    recovery_waits, transition.h) until it is closed.  A DISCARD makes its writable old tree
+ *    writable again (it may have been sealed for the handover that did not happen).
  *
  *    When some hierarchies are DONE or FINISH and others DISCARD, the transition was
  *    interrupted between them: what is live is recorded as it is, and the journal is marked
@@ -42,7 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
 #include "fd-util.h"
 #include "inspect.h"
 #include "log.h"
@@ -95,7 +94,7 @@ static HierarchyState *find_state(HierarchyState *states, size_t n, const char *
         return NULL;
 }
 
-static int reinspect(Engine *e, Journal *j, HierarchyState *states, size_t n) {
+static int reinspect(const TransitionContext *ctx, Journal *j, HierarchyState *states, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *name = strdup(states[i].name);
                 int r;
@@ -103,9 +102,9 @@ static int reinspect(Engine *e, Journal *j, HierarchyState *states, size_t n) {
                 if (!name)
                         return -ENOMEM;
                 hierarchy_state_done(&states[i]);
-                r = hierarchy_inspect(e->root_fd, e->root, name, j, &states[i]);
+                r = hierarchy_inspect(ctx->root_fd, ctx->root, name, j, &states[i]);
                 if (r < 0)
-                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to inspect %s/%s: %m", e->root, name);
+                        return transition_fail(ctx, ENGINE_ERROR_FAILED, r, "Failed to inspect %s/%s: %m", ctx->root, name);
         }
         return 0;
 }
@@ -116,8 +115,8 @@ static int reinspect(Engine *e, Journal *j, HierarchyState *states, size_t n) {
  * none: when a file is held open for writing on one, each stays writable and on top, its
  * new tree waits beneath it unseen, and the record is kept: it is finished at a later start,
  * once the file is closed.  Returns whether the FINISHes may go ahead. */
-static bool seal_for_finish(Engine *e, Journal *j, HierarchyState *states, size_t n, SwapTarget *targets,
-                            size_t *ret_n) {
+static bool seal_for_finish(const TransitionContext *ctx, Journal *j, HierarchyState *states, size_t n,
+                            SwapTarget *targets, size_t *ret_n) {
         _cleanup_free_ char *msg = NULL;
         size_t k = 0;
 
@@ -130,7 +129,7 @@ static bool seal_for_finish(Engine *e, Journal *j, HierarchyState *states, size_
                     recover_decide(h, t->old_tree, t->new_tree) != RECOVER_FINISH)
                         continue;
                 targets[k++] = (SwapTarget) {
-                        .root_fd = e->root_fd, .rel = h->name, .path = h->path, .tree_fd = -EBADF, .old = old,
+                        .root_fd = ctx->root_fd, .rel = h->name, .path = h->path, .tree_fd = -EBADF, .old = old,
                 };
         }
         *ret_n = k;
@@ -141,22 +140,23 @@ static bool seal_for_finish(Engine *e, Journal *j, HierarchyState *states, size_
         for (size_t i = 0; i < k; i++)
                 targets[i].sealed = true;
         swap_unseal_all(targets, k);
-        if (asprintf(&e->recovery_waits,
+        if (asprintf(ctx->recovery_waits,
                      "An interrupted transition cannot be finished yet: %s Until then the previous trees stay live and writable, and the new ones wait beneath them unseen.",
                      strna(msg)) < 0)
-                e->recovery_waits = NULL;
-        log_warning("%s", strna(e->recovery_waits));
+                *ctx->recovery_waits = NULL;
+        log_warning("%s", strna(*ctx->recovery_waits));
         return false;
 }
 
-static int resolve_pending(Engine *e, Journal *j, HierarchyState *states, size_t n, bool *ret_changed) {
+static int resolve_pending(const TransitionContext *ctx, Journal *j, HierarchyState *states, size_t n,
+                           bool *ret_changed) {
         _cleanup_free_ SwapTarget *sealed = calloc(j->n_transitions ?: 1, sizeof(SwapTarget));
         bool forward = false, discarded = false, may_finish;
         size_t n_sealed = 0;
 
         if (!sealed)
                 return -ENOMEM;
-        may_finish = seal_for_finish(e, j, states, n, sealed, &n_sealed);
+        may_finish = seal_for_finish(ctx, j, states, n, sealed, &n_sealed);
         for (size_t i = 0; i < j->n_transitions;) {
                 JournalTransition *t = &j->transitions[i];
                 HierarchyState *h = find_state(states, n, t->hierarchy);
@@ -168,7 +168,7 @@ static int resolve_pending(Engine *e, Journal *j, HierarchyState *states, size_t
 
                 if (!h || !h->exists) {
                         log_warning("Dropped the pending record of an interrupted transition on %s/%s: that hierarchy %s.",
-                                    e->root, t->hierarchy, h ? "no longer exists" : "is no longer configured");
+                                    ctx->root, t->hierarchy, h ? "no longer exists" : "is no longer configured");
                         (void) journal_set_tree(j, t->hierarchy, NULL);
                         journal_drop_transition(j, i);
                         continue;
@@ -182,7 +182,7 @@ static int resolve_pending(Engine *e, Journal *j, HierarchyState *states, size_t
                         continue;
                 }
                 if (d == RECOVER_FINISH) {
-                        r = tree_detach(e->root_fd, h->name, h->path, old, &msg);
+                        r = tree_detach(ctx->root_fd, h->name, h->path, old, &msg);
                         if (r < 0) {
                                 log_warning("Could not finish the interrupted transition on %s: %s", h->path, strna(msg));
                                 /* Still on top: writable again. */
@@ -211,7 +211,7 @@ static int resolve_pending(Engine *e, Journal *j, HierarchyState *states, size_t
                                 /* It may have been sealed for a handover that did not happen
                                  * (an unmerge or a refresh killed after the seal): writable
                                  * again, as it was. */
-                                _cleanup_close_ int fd = hierarchy_open(e->root_fd, h->name);
+                                _cleanup_close_ int fd = hierarchy_open(ctx->root_fd, h->name);
 
                                 if (fd >= 0 && tree_check_fd(old, fd, NULL) > 0 && tree_seal_fd(fd, false) < 0)
                                         log_warning("The previous tree on %s could not be made writable again.", h->path);
@@ -257,7 +257,8 @@ static bool pending_for(const Journal *j, const char *hierarchy) {
         return false;
 }
 
-static int repair_stacks(Engine *e, Journal *j, HierarchyState *states, size_t n, bool *ret_changed) {
+static int repair_stacks(const TransitionContext *ctx, Journal *j, HierarchyState *states, size_t n,
+                         bool *ret_changed) {
         for (size_t i = 0; i < n; i++) {
                 HierarchyState *h = &states[i];
                 JournalHierarchy *jh = journal_find_hierarchy(j, h->name);
@@ -272,10 +273,10 @@ static int repair_stacks(Engine *e, Journal *j, HierarchyState *states, size_t n
                         const Tree *t = h->trees[h->stack.n - 1 - k];
                         _cleanup_free_ char *msg = NULL;
 
-                        r = tree_detach(e->root_fd, h->name, h->path, t, &msg);
+                        r = tree_detach(ctx->root_fd, h->name, h->path, t, &msg);
                         if (r < 0)
-                                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to repair the mounts at %s: %s", h->path,
-                                                   strna(msg));
+                                return transition_fail(ctx, ENGINE_ERROR_FAILED, r, "Failed to repair the mounts at %s: %s", h->path,
+                                                       strna(msg));
                         log_info("Detached a stale tree of sysextd (generation %" PRIu64 ") from %s.", t->generation, h->path);
                         *ret_changed = true;
                 }
@@ -298,7 +299,7 @@ static int repair_stacks(Engine *e, Journal *j, HierarchyState *states, size_t n
         return 0;
 }
 
-static int forget_gone_trees(Engine *e, Journal *j, bool *ret_dirty) {
+static int forget_gone_trees(const TransitionContext *ctx, Journal *j, bool *ret_dirty) {
         for (size_t i = 0; i < j->trees.n;) {
                 Tree *t = j->trees.trees[i];
                 MountEntry m = {};
@@ -326,7 +327,7 @@ static int forget_gone_trees(Engine *e, Journal *j, bool *ret_dirty) {
                                 free(j->hierarchies[k].tree);
                                 j->hierarchies[k].tree = NULL;
                         }
-                r = tree_remove(e->journal_fd, t->id);
+                r = tree_remove(ctx->journal_fd, t->id);
                 if (r < 0)
                         return r;
                 log_debug("Forgot tree %s: its mount is gone.", t->id);
@@ -336,23 +337,23 @@ static int forget_gone_trees(Engine *e, Journal *j, bool *ret_dirty) {
         return 0;
 }
 
-int recover_run(Engine *e, Journal *j, HierarchyState *states, size_t n, bool *ret_changed) {
+int recover_run(const TransitionContext *ctx, Journal *j, HierarchyState *states, size_t n, bool *ret_changed) {
         bool forward = false, repaired = false, dirty = false;
         int r;
 
-        free(e->recovery_waits);
-        e->recovery_waits = NULL;
+        free(*ctx->recovery_waits);
+        *ctx->recovery_waits = NULL;
         if (j->pending) {
-                r = resolve_pending(e, j, states, n, &forward);
+                r = resolve_pending(ctx, j, states, n, &forward);
                 if (r < 0)
                         return r;
                 dirty = true;
-                r = reinspect(e, j, states, n);
+                r = reinspect(ctx, j, states, n);
                 if (r < 0)
                         return r;
         }
 
-        r = repair_stacks(e, j, states, n, &repaired);
+        r = repair_stacks(ctx, j, states, n, &repaired);
         if (r < 0)
                 return r;
         if (repaired) {
@@ -360,21 +361,21 @@ int recover_run(Engine *e, Journal *j, HierarchyState *states, size_t n, bool *r
                 if (!forward)
                         j->generation++;
                 dirty = true;
-                r = reinspect(e, j, states, n);
+                r = reinspect(ctx, j, states, n);
                 if (r < 0)
                         return r;
         }
 
-        r = forget_gone_trees(e, j, &dirty);
+        r = forget_gone_trees(ctx, j, &dirty);
         if (r < 0)
-                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to update the tree records in %s/%s: %m", e->root,
-                                   JOURNAL_DIR);
+                return transition_fail(ctx, ENGINE_ERROR_FAILED, r, "Failed to update the tree records in %s/%s: %m", ctx->root,
+                                       JOURNAL_DIR);
 
         if (dirty) {
-                r = journal_save(e->journal_fd, j);
+                r = journal_save(ctx->journal_fd, j);
                 if (r < 0)
-                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s/%s: %m", e->root, JOURNAL_DIR,
-                                           JOURNAL_STATE);
+                        return transition_fail(ctx, ENGINE_ERROR_FAILED, r, "Failed to write %s/%s/%s: %m", ctx->root, JOURNAL_DIR,
+                                               JOURNAL_STATE);
         }
         *ret_changed = forward || repaired;
         return 0;

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 
 #include "inspect.h"
+#include "transition.h"
 
 /* Recovery: resolving what a crash, a kill or a foreign mount left behind, before anything
  * else runs (recover.c opens with the decision table). */
@@ -23,10 +24,10 @@ const char *recover_decision_to_string(RecoverDecision d);
  * either may be NULL) given the inspected stack.  Pure. */
 RecoverDecision recover_decide(const HierarchyState *h, const char *old_tree, const char *new_tree);
 
-typedef struct Engine Engine;
-
 /* Runs under the engine's lock with the loaded journal: resolves a pending record, repairs
  * stacks (plan.h: stack_analyze), forgets tree records whose mount is gone, and saves the
  * journal when anything changed.  *ret_changed says whether the live tree changed (the
- * generation advanced).  Re-inspects *states afterwards. */
-int recover_run(Engine *e, Journal *j, HierarchyState *states, size_t n, bool *ret_changed);
+ * generation advanced).  Re-inspects *states afterwards.  Sets *ctx->recovery_waits (else
+ * NULL) when an interrupted transition cannot be finished yet; a failure is kept in
+ * ctx->result. */
+int recover_run(const TransitionContext *ctx, Journal *j, HierarchyState *states, size_t n, bool *ret_changed);

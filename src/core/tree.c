@@ -11,7 +11,6 @@
 #include "fileio.h"
 #include "json-util.h"
 #include "kernel.h"
-#include "mutable.h"
 #include "overlay.h"
 #include "tree.h"
 #include "util.h"
@@ -37,13 +36,35 @@ void tree_list_done(TreeList *l) {
         *l = (TreeList) {};
 }
 
-static bool tree_id_valid(const char *id) {
+bool tree_id_valid(const char *id) {
         if (!id || strlen(id) != TREE_ID_LEN)
                 return false;
         for (const char *c = id; *c; c++)
                 if (!strchr("0123456789abcdef", *c))
                         return false;
         return true;
+}
+
+bool tree_workdir_valid(const char *rel) {
+        const char *base, *dot;
+
+        if (isempty(rel) || rel[0] == '/' || strstr(rel, "//") || endswith(rel, "/") || strlen(rel) >= PATH_MAX)
+                return false;
+        for (const char *c = rel; c; c = strchr(c, '/')) {
+                if (*c == '/')
+                        c++;
+                if (startswith(c, "../") || streq(c, "..") || startswith(c, "./") || streq(c, "."))
+                        return false;
+        }
+        if (!utf8_is_valid(rel) || string_has_control(rel))
+                return false;
+        base = strrchr(rel, '/');
+        base = base ? base + 1 : rel;
+        if (!startswith(base, ".sysextd-"))
+                return false;
+        dot = strrchr(base, '.');
+        return dot && dot > base && tree_id_valid(dot + 1) && (size_t) (dot - base) > strlen(".sysextd--work") &&
+               !strncmp(dot - strlen("-work"), "-work", strlen("-work"));
 }
 
 int tree_to_json_string(const Tree *t, char **ret) {
@@ -91,7 +112,7 @@ int tree_from_json_string(const char *text, Tree *ret) {
         if (r < 0 && r != -ENOENT)
                 return -EBADMSG;
         r = json_get_string_or_null(o, "workdir", PATH_MAX, &t.workdir);
-        if ((r < 0 && r != -ENOENT) || (t.workdir && !mutable_workdir_valid(t.workdir)))
+        if ((r < 0 && r != -ENOENT) || (t.workdir && !tree_workdir_valid(t.workdir)))
                 return -EBADMSG;
         t.dev = makedev(maj, mnr);
         *ret = t;

@@ -54,6 +54,13 @@ void tree_list_done(TreeList *l);
 #define TREES_DIR "trees"
 #define TREE_ID_LEN 32
 
+/* Whether id can be a tree's: TREE_ID_LEN lowercase hex digits. */
+bool tree_id_valid(const char *id);
+
+/* Whether 'rel' can be a tree's work directory (Tree.workdir, made by mutable.c): below the
+ * root, normalized, last component .sysextd-*-work.TREEID. */
+bool tree_workdir_valid(const char *rel);
+
 /* Records in the journal directory (an fd of run/sysextd). */
 int tree_save(int journal_dir_fd, const Tree *t);
 int tree_remove(int journal_dir_fd, const char *id);

@@ -13,10 +13,11 @@
 
 #include "authorize.h"
 #include "bus-api.h"
+#include "bus-service.h"
 #include "json-util.h"
 #include "kernel.h"
 #include "log.h"
-#include "manager.h"
+#include "unit-jobs.h"
 #include "util.h"
 
 /* Appends s made safe for the bus. */
@@ -260,8 +261,8 @@ static void authorization_free(Authorization *a) {
         free(a->cancellation_id);
         free(a);
         m->n_authorizing--;
-        manager_update_idle(m);
-        manager_exit_if_done(m);
+        m->ops->update_idle(m);
+        m->ops->exit_if_done(m);
 }
 
 static uint64_t polkit_timeout_usec(bool interactive) {
@@ -358,7 +359,7 @@ static int on_authorization(sd_bus_message *reply, void *userdata, sd_bus_error 
                 r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
                                                "polkit sent an answer that cannot be read; refusing.");
         else if (authorized) {
-                r = manager_queue_transition(m, a->request, a->verb, &a->options);
+                r = m->ops->queue_transition(m, a->request, a->verb, &a->options);
                 if (r < 0) /* nothing was sent (no memory for the job): the caller must hear */
                         r = sd_bus_reply_method_errnof(a->request, r, "Failed to queue the %s: %m",
                                                        engine_verb_to_string(a->verb));
@@ -424,7 +425,7 @@ static int authorize_and_queue(Manager *m, sd_bus_message *message, EngineVerb v
         if (r < 0)
                 return sd_bus_error_set(error, SYSEXTD_ERROR_ACCESS_DENIED, "Cannot tell who is calling; refusing.");
         if (uid == 0)
-                return manager_queue_transition(m, message, verb, o);
+                return m->ops->queue_transition(m, message, verb, o);
 
         a = calloc(1, sizeof(*a));
         if (!a)
@@ -434,7 +435,7 @@ static int authorize_and_queue(Manager *m, sd_bus_message *message, EngineVerb v
                                .interactive = sd_bus_message_get_allow_interactive_authorization(message) > 0 };
         a->timeout_usec = polkit_timeout_usec(a->interactive);
         m->n_authorizing++;
-        manager_update_idle(m);
+        m->ops->update_idle(m);
         /* Unique among our queries: the caller's unique name and its call's serial. */
         (void) sd_bus_message_get_cookie(message, &cookie);
         if (asprintf(&a->cancellation_id, "sysextd-%s-%" PRIu64, sd_bus_message_get_sender(message) ?: "", cookie) < 0) {
@@ -584,6 +585,7 @@ static int method_unmerge(sd_bus_message *message, void *userdata, sd_bus_error 
 }
 
 static int method_list_images(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
         int r;
 
         if (streq_ptr(sd_bus_message_get_member(message), "ListImagesEx")) {
@@ -594,7 +596,7 @@ static int method_list_images(sd_bus_message *message, void *userdata, sd_bus_er
                 if (r < 0)
                         return r;
         }
-        r = manager_list_images(userdata, message);
+        r = m->ops->list_images(m, message);
         return r < 0 ? r : 1;
 }
 
@@ -610,7 +612,7 @@ static int method_get_status(sd_bus_message *message, void *userdata, sd_bus_err
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         int r;
 
-        manager_update_idle(m);
+        m->ops->update_idle(m);
         r = engine_status(m->engine, NULL, &s);
         if (r < 0)
                 return status_error(m, error);
@@ -708,7 +710,7 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
         _cleanup_strv_free_ char **list = NULL;
         int r = 0;
 
-        manager_update_idle(m);
+        m->ops->update_idle(m);
         if (streq(property, "Root"))
                 return append_string(reply, m->engine->root);
         if (streq(property, "KernelFeatures")) {
@@ -759,7 +761,7 @@ static int property_get_stacks(sd_bus *bus, const char *path, const char *interf
         _cleanup_(engine_status_done) EngineStatus s = {};
         int r;
 
-        manager_update_idle(m);
+        m->ops->update_idle(m);
         if (engine_status(m->engine, NULL, &s) < 0)
                 return status_error(m, error);
         r = sd_bus_message_open_container(reply, 'a', "(suu)");
@@ -780,21 +782,6 @@ static int property_get_stacks(sd_bus *bus, const char *path, const char *interf
 static int property_get_unit_jobs(sd_bus *bus, const char *path, const char *interface, const char *property,
                                   sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         return bus_append_unit_jobs(reply, userdata);
-}
-
-void bus_emit_unit_jobs_finished(Manager *m) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *signal = NULL;
-        int r;
-
-        r = sd_bus_message_new_signal(m->bus, &signal, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "UnitJobsFinished");
-        if (r >= 0)
-                r = sd_bus_message_append(signal, "t", m->unit_jobs_generation);
-        if (r >= 0)
-                r = bus_append_unit_jobs(signal, m);
-        if (r >= 0)
-                r = sd_bus_send(m->bus, signal, NULL);
-        if (r < 0)
-                log_warning_errno(r, "Failed to send UnitJobsFinished: %m");
 }
 
 static const sd_bus_vtable manager_vtable[] = {

@@ -35,14 +35,16 @@
 #include <systemd/sd-daemon.h>
 
 #include "bus-api.h"
+#include "bus-service.h"
 #include "daemon.h"
 #include "image-json.h"
 #include "json-util.h"
 #include "kernel.h"
 #include "log.h"
 #include "manager.h"
-#include "util.h"
+#include "unit-jobs.h"
 #include "units.h"
+#include "util.h"
 #include "verity.h"
 
 #ifdef SYSEXTD_TEST_HOOKS
@@ -94,6 +96,8 @@ static int job_add_request(Job *j, sd_bus_message *request) {
 }
 
 static int manager_start_next(Manager *m);
+static int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o);
+static void manager_update_idle(Manager *m);
 
 /* ---- in the worker ---------------------------------------------------------------------- */
 
@@ -274,7 +278,7 @@ static void manager_after_recovery(Manager *m, bool complete) {
         (void) manager_queue_transition(m, NULL, ENGINE_REFRESH, &(EngineOptions) ENGINE_OPTIONS_INIT);
 }
 
-void manager_exit_if_done(Manager *m) {
+static void manager_exit_if_done(Manager *m) {
         if ((m->exiting || m->releasing == 2) && !m->queue && !m->listing && m->n_authorizing == 0)
                 (void) sd_event_exit(m->event, 0);
 }
@@ -409,7 +413,7 @@ static int manager_start_next(Manager *m) {
         return 0;
 }
 
-int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o) {
+static int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o) {
         Job *j, **tail;
 
         if (m->exiting) {
@@ -431,7 +435,7 @@ int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb ver
         return manager_start_next(m);
 }
 
-int manager_list_images(Manager *m, sd_bus_message *request) {
+static int manager_list_images(Manager *m, sd_bus_message *request) {
         uint64_t fingerprint = 0;
         int r;
 
@@ -489,7 +493,7 @@ static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-void manager_update_idle(Manager *m) {
+static void manager_update_idle(Manager *m) {
         if (m->dconfig.idle_timeout_usec == 0 || m->releasing)
                 return;
         if (m->queue || m->listing || m->n_authorizing > 0 || unit_jobs_pending(m) > 0) {
@@ -550,8 +554,16 @@ static void raise_fd_limit(void) {
         }
 }
 
+/* For the bus interface and the unit jobs, below the daemon (manager.h). */
+static const ManagerOps manager_ops = {
+        .queue_transition = manager_queue_transition,
+        .list_images = manager_list_images,
+        .update_idle = manager_update_idle,
+        .exit_if_done = manager_exit_if_done,
+};
+
 int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconfig) {
-        Manager m = { .dconfig = *dconfig };
+        Manager m = { .ops = &manager_ops, .dconfig = *dconfig };
         sigset_t ss;
         int r;
 

@@ -10,10 +10,31 @@
 #include "settings.h"
 #include "worker.h"
 
-/* The daemon's state, shared by daemon.c (jobs, lifecycle) and bus-service.c (the bus
- * interface).  No global state: everything hangs off the Manager. */
+/* The daemon's state, shared by daemon.c (jobs, lifecycle), bus-service.c (the bus interface)
+ * and unit-jobs.c (how the unit jobs of a transition end).  No global state: everything hangs
+ * off the Manager.
+ *
+ * daemon.c is on top: it runs the event loop, registers the bus interface, answers the calls it
+ * queued (bus-service.h) and hands the unit jobs over (unit-jobs.h).  The two below it reach
+ * its job queue and lifecycle only through the Manager's ops, which daemon.c fills in: no
+ * module includes the header of one that calls it. */
 
 typedef struct Manager Manager;
+
+/* What the bus interface and the unit jobs ask of the daemon (daemon.c). */
+typedef struct ManagerOps {
+        /* Queues a transition (request NULL: one of the daemon's own); the request is answered
+         * when it has run, or now when the daemon is going. */
+        int (*queue_transition)(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o);
+        /* Answers a ListImages call: from the last listing while nothing changed, else from a
+         * listing job (one at a time, shared). */
+        int (*list_images)(Manager *m, sd_bus_message *request);
+        /* Something began or ended: the idle timer is stopped, or started again. */
+        void (*update_idle)(Manager *m);
+        /* Exits the event loop when the daemon is going (SIGTERM, idle) and nothing is left to
+         * answer. */
+        void (*exit_if_done)(Manager *m);
+} ManagerOps;
 
 /* A unit job a transition queued for an image that ships units (units.h), and how it ended. */
 typedef struct UnitJob {
@@ -63,6 +84,7 @@ typedef struct Job {
 } Job;
 
 struct Manager {
+        const ManagerOps *ops;
         sd_event *event;
         sd_bus *bus;
         sd_bus_slot *vtable_slot;
@@ -96,26 +118,3 @@ struct Manager {
         int releasing;  /* idle: 1 while the bus name is being given back, 2 once it is */
         unsigned n_authorizing; /* polkit queries in flight */
 };
-
-/* daemon.c */
-int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o);
-int manager_list_images(Manager *m, sd_bus_message *request);
-void manager_update_idle(Manager *m);
-/* Exits the event loop when the daemon is going (SIGTERM, idle) and nothing is left to answer. */
-void manager_exit_if_done(Manager *m);
-
-/* unit-jobs.c: the service manager's JobRemoved signals are watched from the start (and the
- * daemon subscribes to them), so that no job's end is missed. */
-void unit_jobs_watch(Manager *m);
-void unit_jobs_take(Manager *m, json_object *jobs, uint64_t generation);
-size_t unit_jobs_pending(const Manager *m);
-void unit_jobs_done(Manager *m);
-int bus_append_unit_jobs(sd_bus_message *reply, const Manager *m);
-
-/* bus-service.c */
-int bus_service_register(Manager *m);
-int bus_reply_transition(sd_bus_message *request, json_object *doc);
-int bus_reply_list(sd_bus_message *request, json_object *doc);
-int bus_reply_failure(sd_bus_message *request, json_object *doc, const char *fallback);
-void bus_emit_tree_changed(Manager *m);
-void bus_emit_unit_jobs_finished(Manager *m);

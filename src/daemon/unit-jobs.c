@@ -17,7 +17,7 @@
 #include "bus-api.h"
 #include "json-util.h"
 #include "log.h"
-#include "manager.h"
+#include "unit-jobs.h"
 #include "util.h"
 
 #define UNIT_STRING_MAX 1024
@@ -69,11 +69,26 @@ size_t unit_jobs_pending(const Manager *m) {
         return n;
 }
 
+static void bus_emit_unit_jobs_finished(Manager *m) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *signal = NULL;
+        int r;
+
+        r = sd_bus_message_new_signal(m->bus, &signal, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "UnitJobsFinished");
+        if (r >= 0)
+                r = sd_bus_message_append(signal, "t", m->unit_jobs_generation);
+        if (r >= 0)
+                r = bus_append_unit_jobs(signal, m);
+        if (r >= 0)
+                r = sd_bus_send(m->bus, signal, NULL);
+        if (r < 0)
+                log_warning_errno(r, "Failed to send UnitJobsFinished: %m");
+}
+
 static void unit_jobs_changed(Manager *m, bool finished_one) {
         (void) sd_bus_emit_properties_changed(m->bus, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "UnitJobs", NULL);
         if (finished_one && m->n_unit_jobs > 0 && unit_jobs_pending(m) == 0) {
                 bus_emit_unit_jobs_finished(m);
-                manager_update_idle(m);
+                m->ops->update_idle(m);
         }
 }
 
@@ -182,7 +197,7 @@ void unit_jobs_take(Manager *m, json_object *jobs, uint64_t generation) {
                 log_warning("Failed to arm the timer for the unit jobs of generation %" PRIu64 "; they are reported while the daemon runs.",
                             generation);
         unit_jobs_changed(m, any_ended);
-        manager_update_idle(m);
+        m->ops->update_idle(m);
 }
 
 void unit_jobs_done(Manager *m) {

@@ -70,14 +70,14 @@ int main(void) {
         CHECK(decide(MUTABLE_EPHEMERAL_IMPORT, facts(true, true, true, 0755), &d, &msg) == -ELOOP);
 
         /* Work directory names. */
-        CHECK(mutable_workdir_valid("var/lib/extensions.mutable/.sysextd-opt-work.0123456789abcdef0123456789abcdef"));
-        CHECK(mutable_workdir_valid(".sysextd-opt-work.0123456789abcdef0123456789abcdef"));
-        CHECK(!mutable_workdir_valid("/var/.sysextd-opt-work.0123456789abcdef0123456789abcdef"));
-        CHECK(!mutable_workdir_valid("var/../.sysextd-opt-work.0123456789abcdef0123456789abcdef"));
-        CHECK(!mutable_workdir_valid("var/lib/.sysextd-opt-work.0123"));
-        CHECK(!mutable_workdir_valid("var/lib/opt"));
-        CHECK(!mutable_workdir_valid(""));
-        CHECK(!mutable_workdir_valid("var/lib/.sysextd-opt-work.0123456789abcdef0123456789abcdeg"));
+        CHECK(tree_workdir_valid("var/lib/extensions.mutable/.sysextd-opt-work.0123456789abcdef0123456789abcdef"));
+        CHECK(tree_workdir_valid(".sysextd-opt-work.0123456789abcdef0123456789abcdef"));
+        CHECK(!tree_workdir_valid("/var/.sysextd-opt-work.0123456789abcdef0123456789abcdef"));
+        CHECK(!tree_workdir_valid("var/../.sysextd-opt-work.0123456789abcdef0123456789abcdef"));
+        CHECK(!tree_workdir_valid("var/lib/.sysextd-opt-work.0123"));
+        CHECK(!tree_workdir_valid("var/lib/opt"));
+        CHECK(!tree_workdir_valid(""));
+        CHECK(!tree_workdir_valid("var/lib/.sysextd-opt-work.0123456789abcdef0123456789abcdeg"));
         /* Owners and modes that may hold an upper directory. */
         CHECK(mutable_owner_safe(0, 040755));
         CHECK(mutable_owner_safe(0, 040700));
