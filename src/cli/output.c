@@ -108,8 +108,31 @@ json_object *output_status_json(const EngineStatus *s) {
         }
         json_object_object_add(o, "skipped", sk);
         json_object_object_add(o, "images", im);
+        json_object_object_add(o, "followed", output_followers_json(&s->followers));
         make_strings_safe(o);
         return o;
+}
+
+json_object *output_followers_json(const FollowerList *l) {
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; a && i < l->n; i++) {
+                const Follower *f = &l->followers[i];
+                json_object *e = json_object_new_object(), *trees = json_object_new_array();
+
+                for (size_t k = 0; trees && k < f->trees.n; k++)
+                        json_object_array_add(trees, json_object_new_string(f->trees.trees[k]->hierarchy));
+                json_object_object_add(e, "namespace", json_object_new_uint64(f->ns));
+                json_object_object_add(e, "pid", json_object_new_int(f->pid));
+                json_object_object_add(e, "name", json_new_string_or_null(f->name));
+                json_object_object_add(e, "machine", json_new_string_or_null(f->machine));
+                json_object_object_add(e, "generation", json_object_new_uint64(f->generation));
+                json_object_object_add(e, "hierarchies", trees);
+                json_object_object_add(e, "problems", json_new_strv(f->problems));
+                json_object_object_add(e, "error", json_new_string_or_null(f->error));
+                json_object_array_add(a, e);
+        }
+        return a;
 }
 
 static const char *get_str(json_object *o, const char *key) {
@@ -216,6 +239,19 @@ static void output_status_text(json_object *status, bool legend) {
                 printf("An interrupted transition was finished for some hierarchies only; run 'sysextd refresh'.\n");
         if (get_bool(status, "other_mount_namespace"))
                 printf("The trees were recorded in another mount namespace; run sysextd there.\n");
+        if (json_object_object_get_ex(status, "followed", &sk))
+                for (size_t i = 0; i < json_object_array_length(sk); i++) {
+                        json_object *o = json_object_array_get_idx(sk, i), *p;
+                        const char *machine = get_str(o, "machine"), *error = get_str(o, "error");
+
+                        printf("Follows: mount namespace %s, process %s (%s%s%s), generation %s%s%s\n",
+                               strna(get_str(o, "namespace")), strna(get_str(o, "pid")), strna(get_str(o, "name")),
+                               machine ? ", machine " : "", strempty(machine), strna(get_str(o, "generation")),
+                               error ? "; last update failed: " : "", strempty(error));
+                        if (json_object_object_get_ex(o, "problems", &p))
+                                for (size_t k = 0; k < json_object_array_length(p); k++)
+                                        printf("  %s\n", json_object_get_string(json_object_array_get_idx(p, k)));
+                }
         if (json_object_object_get_ex(status, "images", &sk))
                 for (size_t i = 0; i < json_object_array_length(sk); i++) {
                         json_object *o = json_object_array_get_idx(sk, i);

@@ -26,6 +26,7 @@ typedef struct Args {
         const char *root;
         const char *config;
         const char *verb;
+        char **pids; /* follow, unfollow */
         bool no_bus;
         EngineOptions options;
         OutputOptions output;
@@ -42,6 +43,8 @@ static void help(void) {
                "  merge                   Merge the extensions into the hierarchies\n"
                "  refresh                 Replace the merged trees with ones built from the current images\n"
                "  unmerge                 Remove the merged extensions\n"
+               "  follow PID...           Make the mount namespaces of these processes follow the host\n"
+               "  unfollow PID...         Stop that; the base shows there again\n"
                "  daemon                  Run the D-Bus service org.sysextd1\n\n"
                "Options:\n"
                "  -h --help               Show this help\n"
@@ -222,9 +225,29 @@ static int parse_args(int argc, char **argv, Args *a) {
                 help();
                 return 0;
         }
-        if (!STR_IN_SET(a->verb, "merge", "refresh", "unmerge", "list", "status", "daemon")) {
+        if (!STR_IN_SET(a->verb, "merge", "refresh", "unmerge", "list", "status", "daemon", "follow", "unfollow")) {
                 log_error("Unknown command '%s'. See 'sysextd --help'.", a->verb);
                 return -EINVAL;
+        }
+        if (STR_IN_SET(a->verb, "follow", "unfollow")) {
+                if (optind >= argc) {
+                        log_error("'%s' needs the PID of a process in each mount namespace.", a->verb);
+                        return -EINVAL;
+                }
+                for (; optind < argc; optind++) {
+                        char *end;
+                        long pid;
+
+                        errno = 0;
+                        pid = strtol(argv[optind], &end, 10);
+                        if (errno || *end || end == argv[optind] || pid <= 0 || pid > INT32_MAX) {
+                                _cleanup_free_ char *safe = NULL;
+                                log_error("'%s' is not a process ID.", string_safe(argv[optind], &safe));
+                                return -EINVAL;
+                        }
+                        if (strv_extend(&a->pids, argv[optind]) < 0)
+                                return log_oom();
+                }
         }
         if (optind < argc) {
                 log_error("Too many arguments: '%s' after '%s'.", argv[optind], a->verb);
@@ -287,6 +310,16 @@ static int run_local(const Args *a, EngineConfig *config) {
                 return local_transition(e, ENGINE_REFRESH, &a->options, &a->output);
         if (streq(a->verb, "unmerge"))
                 return local_transition(e, ENGINE_UNMERGE, &a->options, &a->output);
+        if (STR_IN_SET(a->verb, "follow", "unfollow")) {
+                int ret = 0;
+
+                STRV_FOREACH(p, a->pids) {
+                        r = engine_follow(e, (pid_t) atoi(*p), streq(a->verb, "follow"), NULL);
+                        if (r < 0 && ret == 0)
+                                ret = r;
+                }
+                return ret;
+        }
         if (streq(a->verb, "list")) {
                 _cleanup_image_list_ ImageList l = {};
                 _cleanup_json_ json_object *j = NULL;
@@ -337,9 +370,11 @@ static void mutable_from_environment(EngineOptions *o) {
 
 int main(int argc, char **argv) {
         Args a = { .options = ENGINE_OPTIONS_INIT, .output = { .legend = true } };
+        _cleanup_strv_free_ char **pids = NULL;
         int r;
 
         r = parse_args(argc, argv, &a);
+        pids = a.pids;
         if (r <= 0)
                 return r < 0 ? 1 : 0;
 

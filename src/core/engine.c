@@ -1003,6 +1003,7 @@ void engine_status_done(EngineStatus *s) {
         }
         free(s->hierarchies);
         journal_done(&s->journal);
+        follower_list_done(&s->followers);
         *s = (EngineStatus) {};
 }
 
@@ -1034,6 +1035,14 @@ int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret) {
         r = inspect_all(e, &s.journal, &states, &n);
         if (r < 0)
                 return r;
+        if (dfd >= 0) {
+                r = follower_list_load(dfd, &s.followers);
+                if (r < 0) {
+                        hierarchy_states_free(states, n);
+                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read %s/%s/%s: %m", e->root, JOURNAL_DIR,
+                                           FOLLOW_DIR);
+                }
+        }
         s.hierarchies = calloc(n ?: 1, sizeof(HierarchyStatus));
         if (!s.hierarchies) {
                 hierarchy_states_free(states, n);

@@ -137,6 +137,7 @@ typedef struct EngineStatus {
         HierarchyStatus *hierarchies;
         size_t n_hierarchies;
         Journal journal; /* images of the last transition, with verdicts */
+        FollowerList followers; /* the namespaces that follow the host */
 } EngineStatus;
 
 void engine_status_done(EngineStatus *s);

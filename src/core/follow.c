@@ -60,6 +60,10 @@
 #include "swap.h"
 #include "util.h"
 
+#ifdef SYSEXTD_TEST_HOOKS
+#include "testhook.h"
+#endif
+
 #define FOLLOW_FILE_MAX (256 * 1024)
 #define FOLLOW_TEXT_MAX 1024
 #define FOLLOW_PROBLEMS_MAX 16
@@ -666,6 +670,9 @@ static int follow_one(const FollowHost *h, Follower *f, bool stop) {
                 }
         }
 
+#ifdef SYSEXTD_TEST_HOOKS
+        testhook_point("follow-enter", (long) pid);
+#endif
         r = follow_run_child(pid, in, n, out, &status);
         if (r == -ESRCH)
                 goto done;
