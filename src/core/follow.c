@@ -383,8 +383,83 @@ typedef struct FollowInput {
         const Tree *old;      /* our tree there (from the record), NULL: none */
 } FollowInput;
 
+/* The fds the child enters the namespace with, kept to enter it again. */
+typedef struct FollowEntry {
+        int ns_fd;   /* the namespace */
+        int root_fd; /* the process's root there */
+        int proc_fd; /* the host's /proc */
+} FollowEntry;
+
+static int follow_enter(const FollowEntry *ctx) {
+        if (setns(ctx->ns_fd, CLONE_NEWNS) < 0)
+                return negative_errno();
+        if (fchdir(ctx->root_fd) < 0 || chroot(".") < 0 || fchdir(ctx->proc_fd) < 0)
+                return negative_errno();
+        proc_prefix_use_cwd();
+        return 0;
+}
+
+/* Step 4's carrying: a detached mount goes onto a detached tree only when both were cloned in
+ * one namespace (Linux 6.15), and the host's tree was cloned in the host's.  So, as staging does
+ * before 6.15: in a private copy of the namespace (a slave: nothing goes back), the mounts
+ * below are cloned, the host's tree is attached at the hierarchy, the clones on it, and the
+ * whole is cloned again, recursively: a detached tree that can go anywhere.  Then back into the
+ * namespace itself. */
+static int carry_children(FollowInput *in, size_t n, MountChildren *children, char paths[][PATH_MAX],
+                          const FollowEntry *ctx, FollowOutcome *out) {
+        _cleanup_close_ int root = -EBADF;
+        int r = 0;
+
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0)
+                return negative_errno();
+        root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return negative_errno();
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                int clones[64], n_clones = 0, whole;
+
+                if (in[i].tree_fd < 0 || children[i].n == 0)
+                        continue;
+                for (size_t c = 0; c < children[i].n && r >= 0; c++) {
+                        if (n_clones >= (int) ELEMENTSOF(clones)) {
+                                r = -E2BIG;
+                                break;
+                        }
+                        clones[n_clones] = open_tree(root, children[i].children[c].path + 1,
+                                                     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
+                        if (clones[n_clones] < 0)
+                                r = negative_errno();
+                        else
+                                n_clones++;
+                }
+                if (r >= 0 && move_mount(in[i].tree_fd, "", root, in[i].rel, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        r = negative_errno();
+                for (int c = 0; c < n_clones; c++) {
+                        if (r >= 0 && move_mount(clones[c], "", root, children[i].children[c].path + 1, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                                r = negative_errno();
+                        safe_close(clones[c]);
+                }
+                if (r >= 0) {
+                        whole = open_tree(root, in[i].rel, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+                        if (whole < 0)
+                                r = negative_errno();
+                        else {
+                                safe_close(in[i].tree_fd);
+                                in[i].tree_fd = whole;
+                        }
+                }
+                if (r < 0)
+                        snprintf(out[i].message, sizeof(out[i].message), "%s: the mounts below %s there cannot be carried over: %s",
+                                 in[i].rel, paths[i], strerror(-r));
+        }
+        if (r < 0)
+                return r;
+        /* Back into the namespace; the copy goes with its last process. */
+        return follow_enter(ctx);
+}
+
 /* Step 4 and 5, in the child, in the namespace. */
-static int follow_in_namespace(FollowInput *in, size_t n, FollowOutcome *out) {
+static int follow_in_namespace(FollowInput *in, size_t n, const FollowEntry *ctx, FollowOutcome *out) {
         _cleanup_close_ int root = -EBADF;
         SwapTarget targets[HIERARCHIES_MAX] = {};
         MountChildren children[HIERARCHIES_MAX] = {};
@@ -393,6 +468,7 @@ static int follow_in_namespace(FollowInput *in, size_t n, FollowOutcome *out) {
         char paths[HIERARCHIES_MAX][PATH_MAX];
         _cleanup_free_ char *msg = NULL;
         size_t n_targets = 0, map[HIERARCHIES_MAX];
+        bool need_carry = false;
         int r = 0;
 
         root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -466,29 +542,8 @@ static int follow_in_namespace(FollowInput *in, size_t n, FollowOutcome *out) {
                                          in[i].rel, strerror(-r));
                                 goto finish;
                         }
-                        /* The mounts below, as they are there, carried by the new tree. */
-                        for (size_t c = 0; c < children[i].n; c++) {
-                                const char *below = startswith(children[i].children[c].path, paths[i]);
-                                _cleanup_close_ int cfd = -EBADF;
-
-                                if (!below || *below != '/')
-                                        continue;
-                                if (!kernel_has(KERNEL_DETACHED_LAYERS)) {
-                                        snprintf(out[i].message, sizeof(out[i].message),
-                                                 "%s: the mount %s there cannot be carried over on this kernel (it needs Linux 6.15)",
-                                                 in[i].rel, children[i].children[c].path);
-                                        r = -EOPNOTSUPP;
-                                        goto finish;
-                                }
-                                cfd = open_tree(root, children[i].children[c].path + 1,
-                                                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
-                                if (cfd < 0 || move_mount(cfd, "", in[i].tree_fd, below + 1, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
-                                        snprintf(out[i].message, sizeof(out[i].message), "%s: the mount %s there cannot be carried over: %s",
-                                                 in[i].rel, children[i].children[c].path, strerror(errno));
-                                        r = -errno;
-                                        goto finish;
-                                }
-                        }
+                        if (children[i].n > 0)
+                                need_carry = true;
                 }
                 map[n_targets] = i;
                 targets[n_targets++] = (SwapTarget) {
@@ -501,6 +556,30 @@ static int follow_in_namespace(FollowInput *in, size_t n, FollowOutcome *out) {
                         .planned_top_id = m.id,
                         .children = &children[i],
                 };
+        }
+
+        /* The mounts below, as they are there, carried by the new trees. */
+        if (need_carry) {
+                r = carry_children(in, n, children, paths, ctx, out);
+                if (r < 0)
+                        goto finish;
+                safe_close(root);
+                root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (root < 0) {
+                        r = negative_errno();
+                        goto finish;
+                }
+                for (size_t k = 0; k < n_targets; k++) {
+                        size_t i = map[k];
+
+                        targets[k].root_fd = root;
+                        targets[k].tree_fd = in[i].tree_fd;
+                        if (in[i].tree_fd >= 0) {
+                                r = tree_set_identity(&news[i], in[i].tree_fd);
+                                if (r < 0)
+                                        goto finish;
+                        }
+                }
         }
 
         if (n_targets > 0) {
@@ -561,12 +640,11 @@ static int follow_run_child(pid_t pid, FollowInput *in, size_t n, FollowOutcome 
 
                 (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
                 pipe_fds[0] = safe_close(pipe_fds[0]);
-                if (setns(ns_fd, CLONE_NEWNS) < 0)
+                FollowEntry ctx = { .ns_fd = ns_fd, .root_fd = root_fd, .proc_fd = proc_fd };
+
+                if (follow_enter(&ctx) < 0)
                         _exit(10);
-                if (fchdir(root_fd) < 0 || chroot(".") < 0 || fchdir(proc_fd) < 0)
-                        _exit(11);
-                proc_prefix_use_cwd();
-                r = follow_in_namespace(in, n, out);
+                r = follow_in_namespace(in, n, &ctx, out);
                 if (write(pipe_fds[1], out, n * sizeof(FollowOutcome)) != (ssize_t) (n * sizeof(FollowOutcome)))
                         _exit(12);
                 _exit(r < 0 ? 1 : 0);
@@ -613,6 +691,15 @@ static int host_tree_clone(const FollowHost *h, const char *rel, const Tree *t, 
         clone = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
         if (clone < 0)
                 return negative_errno();
+        /* A clone of a shared mount is its peer: what happens on the host's tree (mounts on it,
+         * its staging copies going) would reach the namespace's copy.  Private, it is the
+         * namespace's own; attached below a shared parent there, it gets a peer group there. */
+        if (mount_setattr(clone, "", AT_EMPTY_PATH, &(struct mount_attr) { .propagation = MS_PRIVATE },
+                          sizeof(struct mount_attr)) < 0) {
+                r = negative_errno();
+                safe_close(clone);
+                return r;
+        }
         *ret = clone;
         return 0;
 }
@@ -737,13 +824,15 @@ done:
         return r;
 }
 
-static void log_follower(const Follower *f, const char *what) {
+/* A failure is a warning each time; what was left alone is said when it is followed, and
+ * otherwise only in status. */
+static void log_follower(const Follower *f, const char *what, bool problems) {
         _cleanup_free_ char *name = NULL, *error = NULL;
 
         if (f->error)
                 log_warning("Mount namespace %" PRIu64 " (process %i, %s) %s: %s", f->ns, (int) f->pid,
                             string_safe(f->name ?: "?", &name), what, string_safe(f->error, &error));
-        STRV_FOREACH(p, f->problems) {
+        STRV_FOREACH(p, problems ? f->problems : NULL) {
                 _cleanup_free_ char *s = NULL;
                 log_info("Mount namespace %" PRIu64 " (process %i): %s.", f->ns, (int) f->pid, string_safe(*p, &s));
         }
@@ -784,7 +873,7 @@ int follow_add(const FollowHost *h, pid_t pid, const char *machine, char **ret_m
                 return set_message(ret_message, ESRCH, "Process %i has gone; its namespace was not followed.", (int) pid);
         if (follower_save(h->journal_fd, f) < 0)
                 return set_message(ret_message, EIO, "Failed to record the followed namespace of process %i.", (int) pid);
-        log_follower(f, "could not be updated");
+        log_follower(f, "could not be updated", true);
         if (r < 0)
                 return set_message(ret_message, -r, "Process %i's mount namespace is followed, but it could not be updated now: %s",
                                    (int) pid, strna(f->error));
@@ -842,7 +931,7 @@ int follow_update_all(const FollowHost *h) {
                 }
                 if (r < 0)
                         n_failed++;
-                log_follower(f, "could not be updated");
+                log_follower(f, "could not be updated", false);
                 (void) follower_save(h->journal_fd, f);
         }
         return n_failed;
