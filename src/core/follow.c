@@ -608,64 +608,6 @@ finish:
         return r;
 }
 
-/* Steps 3-5: a child in the namespace of pid does the work; its outcomes come back in a pipe. */
-static int follow_run_child(pid_t pid, FollowInput *in, size_t n, FollowOutcome *out, int *ret_status) {
-        _cleanup_close_ int ns_fd = -EBADF, root_fd = -EBADF, proc_fd = -EBADF;
-        int pipe_fds[2] = { -EBADF, -EBADF };
-        char path[64];
-        pid_t child;
-        ssize_t k;
-        int status = 0;
-
-        snprintf(path, sizeof(path), "/proc/%i/ns/mnt", (int) pid);
-        ns_fd = open(path, O_RDONLY | O_CLOEXEC);
-        snprintf(path, sizeof(path), "/proc/%i/root", (int) pid);
-        root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        proc_fd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (ns_fd < 0 || root_fd < 0 || proc_fd < 0)
-                return errno == ENOENT ? -ESRCH : negative_errno();
-        if (n * sizeof(FollowOutcome) > PIPE_BUF)
-                return -E2BIG;
-        if (pipe2(pipe_fds, O_CLOEXEC) < 0)
-                return negative_errno();
-
-        child = fork();
-        if (child < 0) {
-                safe_close(pipe_fds[0]);
-                safe_close(pipe_fds[1]);
-                return negative_errno();
-        }
-        if (child == 0) {
-                int r;
-
-                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
-                pipe_fds[0] = safe_close(pipe_fds[0]);
-                FollowEntry ctx = { .ns_fd = ns_fd, .root_fd = root_fd, .proc_fd = proc_fd };
-
-                if (follow_enter(&ctx) < 0)
-                        _exit(10);
-                r = follow_in_namespace(in, n, &ctx, out);
-                if (write(pipe_fds[1], out, n * sizeof(FollowOutcome)) != (ssize_t) (n * sizeof(FollowOutcome)))
-                        _exit(12);
-                _exit(r < 0 ? 1 : 0);
-        }
-        pipe_fds[1] = safe_close(pipe_fds[1]);
-        /* One write of less than PIPE_BUF: it arrives whole or not at all. */
-        do
-                k = read(pipe_fds[0], out, n * sizeof(FollowOutcome));
-        while (k < 0 && errno == EINTR);
-        pipe_fds[0] = safe_close(pipe_fds[0]);
-        while (waitpid(child, &status, 0) < 0)
-                if (errno != EINTR)
-                        return negative_errno();
-        *ret_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        if (k != (ssize_t) (n * sizeof(FollowOutcome)))
-                return -EPROTO;
-        for (size_t i = 0; i < n; i++)
-                out[i].message[sizeof(out[i].message) - 1] = 0;
-        return 0;
-}
-
 /* The host's tree of a hierarchy: ours, with extensions (a tree of the base alone, left to
  * carry the host's own mounts, is no extension: a follower shows its base then). */
 static const Tree *host_tree(const FollowHost *h, const char *rel) {
@@ -704,50 +646,44 @@ static int host_tree_clone(const FollowHost *h, const char *rel, const Tree *t, 
         return 0;
 }
 
-static int strv_extendf_problem(char ***l, const char *s) {
-        _cleanup_free_ char *safe = NULL;
-        return strv_extend(l, string_safe(s, &safe));
-}
-
-/* Brings one namespace to what the host shows (stop: to its base).  Updates f; returns 0, or
- * -ESRCH when the namespace has gone, or < 0 with f->error set. */
-static int follow_one(const FollowHost *h, Follower *f, bool stop) {
-        FollowInput in[HIERARCHIES_MAX] = {};
-        FollowOutcome out[HIERARCHIES_MAX] = {};
-        size_t n = 0;
+/* One namespace's update: prepared in the host, carried out by the worker, recorded from its
+ * report. */
+typedef struct FollowJob {
+        Follower *f;
+        bool stop;
         pid_t pid;
-        int r, status = 0;
-        bool failed = false;
+        FollowInput in[HIERARCHIES_MAX];
+        size_t n;
+} FollowJob;
 
-        pid = namespace_find_process(f->ns, f->pid);
-        if (pid <= 0)
+/* What the worker sends back per job, in the order of the jobs. */
+typedef struct FollowReport {
+        int r; /* < 0: the namespace was not updated (-ESRCH: it has gone) */
+        char message[480];
+        FollowOutcome out[HIERARCHIES_MAX];
+} FollowReport;
+
+/* Step 1 and what step 4 needs from the host.  -ESRCH: the namespace has gone. */
+static int follow_prepare(const FollowHost *h, Follower *f, bool stop, FollowJob *ret) {
+        FollowJob j = { .f = f, .stop = stop };
+
+        j.pid = namespace_find_process(f->ns, f->pid);
+        if (j.pid <= 0)
                 return -ESRCH;
-        f->pid = pid;
+        f->pid = j.pid;
         if (!f->name) {
                 _cleanup_free_ char *machine = NULL;
-                process_names(pid, &f->name, &machine);
+                process_names(j.pid, &f->name, &machine);
                 if (!f->machine)
                         f->machine = TAKE_PTR(machine);
         }
-        free(f->error);
-        f->error = NULL;
-        strv_free(f->problems);
-        f->problems = NULL;
-
         STRV_FOREACH(rel, h->hierarchies) {
-                FollowInput *i = &in[n++];
+                FollowInput *i = &j.in[j.n++];
                 _cleanup_close_ int base = -EBADF;
                 struct stat st;
 
                 *i = (FollowInput) { .rel = *rel, .tree_fd = -EBADF, .old = follower_tree(f, *rel) };
                 i->host = stop ? NULL : host_tree(h, *rel);
-                if (i->host) {
-                        r = host_tree_clone(h, *rel, i->host, &i->tree_fd);
-                        if (r < 0) {
-                                (void) set_message(&f->error, 0, "The host's tree of /%s cannot be cloned: %s", *rel, strerror(-r));
-                                goto done;
-                        }
-                }
                 base = openat_resolve(h->base_fd, *rel, O_PATH | O_DIRECTORY | O_CLOEXEC,
                                       RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
                 if (base >= 0 && fstat(base, &st) >= 0) {
@@ -756,72 +692,240 @@ static int follow_one(const FollowHost *h, Follower *f, bool stop) {
                         i->base_known = true;
                 }
         }
+        *ret = j;
+        return 0;
+}
 
-#ifdef SYSEXTD_TEST_HOOKS
-        testhook_point("follow-enter", (long) pid);
-#endif
-        r = follow_run_child(pid, in, n, out, &status);
-        if (r == -ESRCH)
-                goto done;
-        if (r < 0) {
-                (void) set_message(&f->error, 0, "The namespace could not be entered: %s", strerror(-r));
-                goto done;
-        }
-        for (size_t i = 0; i < n; i++) {
-                const char *rel = in[i].rel;
-                SwapState s = out[i].state;
-                bool swapped = IN_SET(out[i].action, FOLLOW_ATTACH, FOLLOW_REPLACE, FOLLOW_DETACH);
-
-                if (out[i].action == FOLLOW_LEAVE)
-                        (void) strv_extendf_problem(&f->problems, out[i].message);
-                if (!swapped)
+static int write_full(int fd, const void *p, size_t size) {
+        for (size_t done = 0; done < size;) {
+                ssize_t k = write(fd, (const char *) p + done, size - done);
+                if (k < 0 && errno == EINTR)
                         continue;
-                if (IN_SET(s, SWAP_ATTACHED, SWAP_REPLACED, SWAP_DETACHED)) {
-                        /* The old tree there is gone; the new one, if any, is recorded. */
-                        if (in[i].old)
-                                tree_list_drop(&f->trees, in[i].old->id);
-                        if (s != SWAP_DETACHED) {
-                                Tree t = {};
-                                _cleanup_free_ char *id = NULL;
+                if (k <= 0)
+                        return k < 0 ? negative_errno() : -EIO;
+                done += k;
+        }
+        return 0;
+}
 
-                                if (random_hex(TREE_ID_LEN / 2, &id) < 0 || !(t.hierarchy = strdup(rel)) ||
-                                    strv_copy(in[i].host->extensions, &t.extensions) < 0) {
-                                        tree_done(&t);
-                                        r = -ENOMEM;
-                                        goto done;
-                                }
-                                t.id = TAKE_PTR(id);
-                                t.generation = h->journal->generation;
-                                t.unique_id = out[i].unique_id;
-                                t.mount_id = out[i].mount_id;
-                                t.dev = (dev_t) out[i].dev;
-                                t.since = now_realtime_usec();
-                                if (tree_list_add(&f->trees, &t) < 0) {
-                                        tree_done(&t);
-                                        r = -ENOMEM;
-                                        goto done;
-                                }
-                        }
-                } else
+static int read_full(int fd, void *p, size_t size) {
+        for (size_t done = 0; done < size;) {
+                ssize_t k = read(fd, (char *) p + done, size - done);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return k < 0 ? negative_errno() : -EPIPE;
+                done += k;
+        }
+        return 0;
+}
+
+/* Steps 2-5 for one job, in the worker, which starts each job in the host's namespace. */
+static void follow_job_run(const FollowHost *h, FollowJob *j, int host_ns, int proc_fd, FollowReport *rep) {
+        _cleanup_close_ int ns_fd = -EBADF, root_fd = -EBADF;
+        char path[64];
+        int r;
+
+        if (setns(host_ns, CLONE_NEWNS) < 0 || fchdir(proc_fd) < 0) {
+                rep->r = negative_errno();
+                snprintf(rep->message, sizeof(rep->message), "The host's namespace could not be entered again: %s",
+                         strerror(-rep->r));
+                return;
+        }
+        for (size_t i = 0; i < j->n; i++) {
+                if (!j->in[i].host)
+                        continue;
+                r = host_tree_clone(h, j->in[i].rel, j->in[i].host, &j->in[i].tree_fd);
+                if (r < 0) {
+                        rep->r = r;
+                        snprintf(rep->message, sizeof(rep->message), "The host's tree of /%s cannot be cloned: %s", j->in[i].rel,
+                                 strerror(-r));
+                        return;
+                }
+        }
+        snprintf(path, sizeof(path), "%i/ns/mnt", (int) j->pid);
+        ns_fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
+        snprintf(path, sizeof(path), "%i/root", (int) j->pid);
+        root_fd = openat(proc_fd, path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (ns_fd < 0 || root_fd < 0) {
+                rep->r = errno == ENOENT ? -ESRCH : negative_errno();
+                snprintf(rep->message, sizeof(rep->message), "The namespace could not be entered: %s", strerror(-rep->r));
+                return;
+        }
+        r = follow_enter(&(FollowEntry) { .ns_fd = ns_fd, .root_fd = root_fd, .proc_fd = proc_fd });
+        if (r < 0) {
+                rep->r = r;
+                snprintf(rep->message, sizeof(rep->message), "The namespace could not be entered: %s", strerror(-r));
+                return;
+        }
+        rep->r = follow_in_namespace(j->in, j->n, &(FollowEntry) { .ns_fd = ns_fd, .root_fd = root_fd, .proc_fd = proc_fd },
+                                     rep->out);
+}
+
+/* Steps 2-5 for every job, in one worker process: one fork for any number of namespaces (a
+ * fork costs more than the work in a namespace).  reps[k] gets job k's report; a job the
+ * worker did not report (it died) gets -EIO. */
+static int follow_jobs_run(const FollowHost *h, FollowJob *jobs, size_t n_jobs, FollowReport *reps) {
+        _cleanup_close_ int host_ns = -EBADF, proc_fd = -EBADF;
+        int pipe_fds[2] = { -EBADF, -EBADF };
+        size_t k = 0;
+        pid_t child;
+        int status = 0;
+
+        if (n_jobs == 0)
+                return 0;
+        host_ns = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+        proc_fd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (host_ns < 0 || proc_fd < 0 || pipe2(pipe_fds, O_CLOEXEC) < 0)
+                return negative_errno();
+        child = fork();
+        if (child < 0) {
+                safe_close(pipe_fds[0]);
+                safe_close(pipe_fds[1]);
+                return negative_errno();
+        }
+        if (child == 0) {
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+                pipe_fds[0] = safe_close(pipe_fds[0]);
+                proc_prefix_use_cwd();
+                for (size_t i = 0; i < n_jobs; i++) {
+                        FollowReport rep = {};
+
+                        follow_job_run(h, &jobs[i], host_ns, proc_fd, &rep);
+                        for (size_t x = 0; x < jobs[i].n; x++)
+                                jobs[i].in[x].tree_fd = safe_close(jobs[i].in[x].tree_fd);
+                        if (write_full(pipe_fds[1], &rep, sizeof(rep)) < 0)
+                                _exit(1);
+                }
+                _exit(0);
+        }
+        pipe_fds[1] = safe_close(pipe_fds[1]);
+        for (; k < n_jobs; k++)
+                if (read_full(pipe_fds[0], &reps[k], sizeof(FollowReport)) < 0)
+                        break;
+        for (size_t i = k; i < n_jobs; i++) {
+                reps[i] = (FollowReport) { .r = -EIO };
+                snprintf(reps[i].message, sizeof(reps[i].message), "The worker that updates the followed namespaces died.");
+        }
+        pipe_fds[0] = safe_close(pipe_fds[0]);
+        while (waitpid(child, &status, 0) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        for (size_t i = 0; i < n_jobs; i++) {
+                reps[i].message[sizeof(reps[i].message) - 1] = 0;
+                for (size_t x = 0; x < HIERARCHIES_MAX; x++)
+                        reps[i].out[x].message[sizeof(reps[i].out[x].message) - 1] = 0;
+        }
+        return 0;
+}
+
+static int strv_extend_safe(char ***l, const char *s) {
+        _cleanup_free_ char *safe = NULL;
+        return strv_extend(l, string_safe(s, &safe));
+}
+
+/* Step 6: the record of one namespace from its job's report.  Returns 0, -ESRCH when the
+ * namespace has gone, or < 0 with f->error set. */
+static int follow_record(const FollowHost *h, FollowJob *j, const FollowReport *rep) {
+        Follower *f = j->f;
+        bool failed = false;
+
+        free(f->error);
+        f->error = NULL;
+        strv_free(f->problems);
+        f->problems = NULL;
+        if (rep->r == -ESRCH)
+                return -ESRCH;
+        for (size_t i = 0; i < j->n; i++) {
+                const FollowOutcome *o = &rep->out[i];
+                const char *rel = j->in[i].rel;
+
+                if (o->action == FOLLOW_LEAVE)
+                        (void) strv_extend_safe(&f->problems, o->message);
+                if (!IN_SET(o->action, FOLLOW_ATTACH, FOLLOW_REPLACE, FOLLOW_DETACH))
+                        continue;
+                if (!IN_SET(o->state, SWAP_ATTACHED, SWAP_REPLACED, SWAP_DETACHED)) {
                         failed = true;
-        }
-        if (status != 0 || failed) {
-                const char *why = NULL;
+                        continue;
+                }
+                /* The old tree there is gone; the new one, if any, is recorded. */
+                if (j->in[i].old)
+                        tree_list_drop(&f->trees, j->in[i].old->id);
+                if (o->state != SWAP_DETACHED) {
+                        Tree t = {};
+                        _cleanup_free_ char *id = NULL;
 
-                for (size_t i = 0; i < n && !why; i++)
-                        if (out[i].message[0] && out[i].action != FOLLOW_LEAVE)
-                                why = out[i].message;
-                (void) set_message(&f->error, 0, "%s", why ?: "The namespace could not be updated.");
-                r = -EIO;
-                goto done;
+                        if (random_hex(TREE_ID_LEN / 2, &id) < 0 || !(t.hierarchy = strdup(rel)) ||
+                            strv_copy(j->in[i].host->extensions, &t.extensions) < 0) {
+                                tree_done(&t);
+                                return -ENOMEM;
+                        }
+                        t.id = TAKE_PTR(id);
+                        t.generation = h->journal->generation;
+                        t.unique_id = o->unique_id;
+                        t.mount_id = o->mount_id;
+                        t.dev = (dev_t) o->dev;
+                        t.since = now_realtime_usec();
+                        if (tree_list_add(&f->trees, &t) < 0) {
+                                tree_done(&t);
+                                return -ENOMEM;
+                        }
+                }
         }
-        f->generation = stop ? 0 : h->journal->generation;
+        if (rep->r < 0 || failed) {
+                const char *why = rep->message[0] ? rep->message : NULL;
+
+                for (size_t i = 0; i < j->n && !why; i++)
+                        if (rep->out[i].message[0] && rep->out[i].action != FOLLOW_LEAVE)
+                                why = rep->out[i].message;
+                (void) set_message(&f->error, 0, "%s", why ?: "The namespace could not be updated.");
+                return -EIO;
+        }
+        f->generation = j->stop ? 0 : h->journal->generation;
         f->since = now_realtime_usec();
-        r = 0;
-done:
-        for (size_t i = 0; i < n; i++)
-                safe_close(in[i].tree_fd);
-        return r;
+        return 0;
+}
+
+/* Brings the namespaces to what the host shows (stop: to their base).  results[k]: 0, -ESRCH
+ * (gone), or < 0 with the follower's error set. */
+static int follow_many(const FollowHost *h, Follower **fs, size_t n, bool stop, int *results) {
+        _cleanup_free_ FollowJob *jobs = calloc(n ?: 1, sizeof(FollowJob));
+        _cleanup_free_ FollowReport *reps = calloc(n ?: 1, sizeof(FollowReport));
+        _cleanup_free_ size_t *of = calloc(n ?: 1, sizeof(size_t));
+        size_t n_jobs = 0;
+        int r;
+
+        if (!jobs || !reps || !of)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                results[i] = follow_prepare(h, fs[i], stop, &jobs[n_jobs]);
+                if (results[i] < 0)
+                        continue;
+#ifdef SYSEXTD_TEST_HOOKS
+                testhook_point("follow-enter", (long) jobs[n_jobs].pid);
+#endif
+                of[n_jobs++] = i;
+        }
+        r = follow_jobs_run(h, jobs, n_jobs, reps);
+        if (r < 0)
+                return r;
+        for (size_t k = 0; k < n_jobs; k++) {
+                results[of[k]] = follow_record(h, &jobs[k], &reps[k]);
+                if (results[of[k]] == -ENOMEM)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int follow_one(const FollowHost *h, Follower *f, bool stop) {
+        int result, r;
+
+        r = follow_many(h, &f, 1, stop, &result);
+        if (r < 0) {
+                (void) set_message(&f->error, 0, "The namespace could not be updated: %s", strerror(-r));
+                return r;
+        }
+        return result;
 }
 
 /* A failure is a warning each time; what was left alone is said when it is followed, and
@@ -915,21 +1019,31 @@ int follow_remove(const FollowHost *h, pid_t pid, char **ret_message) {
 
 int follow_update_all(const FollowHost *h) {
         _cleanup_(follower_list_done) FollowerList l = {};
+        _cleanup_free_ Follower **fs = NULL;
+        _cleanup_free_ int *results = NULL;
         int r, n_failed = 0;
 
         r = follower_list_load(h->journal_fd, &l);
+        if (r < 0 || l.n == 0)
+                return r;
+        fs = calloc(l.n, sizeof(Follower *));
+        results = calloc(l.n, sizeof(int));
+        if (!fs || !results)
+                return -ENOMEM;
+        for (size_t i = 0; i < l.n; i++)
+                fs[i] = &l.followers[i];
+        r = follow_many(h, fs, l.n, false, results);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < l.n; i++) {
                 Follower *f = &l.followers[i];
 
-                r = follow_one(h, f, false);
-                if (r == -ESRCH) {
+                if (results[i] == -ESRCH) {
                         log_debug("Mount namespace %" PRIu64 " has gone; it is no longer followed.", f->ns);
                         follower_forget(h->journal_fd, f->ns);
                         continue;
                 }
-                if (r < 0)
+                if (results[i] < 0)
                         n_failed++;
                 log_follower(f, "could not be updated", false);
                 (void) follower_save(h->journal_fd, f);
