@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <libmount.h>
 #include <linux/openat2.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -39,9 +40,19 @@ static int table_read(struct libmnt_table **ret) {
         if (!t)
                 return -ENOMEM;
         char path[32];
+        FILE *f;
 
+        /* Through a stream of our own: given a relative path (proc_prefix()), libmount would
+         * make it absolute, walking up from a working directory outside our root. */
         snprintf(path, sizeof(path), "%sself/mountinfo", proc_prefix());
-        r = mnt_table_parse_file(t, path);
+        f = fopen(path, "re");
+        if (!f) {
+                r = negative_errno();
+                mnt_unref_table(t);
+                return r;
+        }
+        r = mnt_table_parse_stream(t, f, "/proc/self/mountinfo");
+        fclose(f);
         if (r != 0) {
                 mnt_unref_table(t);
                 return r < 0 ? r : -r;

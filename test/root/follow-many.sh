@@ -23,33 +23,6 @@ N_SAMPLE=4
 ext=$R/var/lib/extensions
 file=usr/share/app/version
 
-cat >"$WORK/cinit.c" <<'C'
-/* cinit NEWROOT USRSRC: in a fresh private mount namespace (unshare -m
- * --propagation private): NEWROOT bound on itself, USRSRC bound on
- * NEWROOT/usr, pivot into NEWROOT, its root shared (a peer group of its own),
- * "ready" on stdout, then wait for a signal. */
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <sys/mount.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-        char usr[4096];
-        if (argc != 3)
-                return 2;
-        snprintf(usr, sizeof(usr), "%s/usr", argv[1]);
-        if (mount(argv[1], argv[1], NULL, MS_BIND, NULL) < 0 || mount(argv[2], usr, NULL, MS_BIND, NULL) < 0 ||
-            chdir(argv[1]) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 ||
-            chdir("/") < 0 || mount(NULL, "/", NULL, MS_SHARED | MS_REC, NULL) < 0) {
-                perror("cinit");
-                return 1;
-        }
-        printf("ready\n");
-        fflush(stdout);
-        pause();
-        return 0;
-}
-C
 cat >"$WORK/reader.c" <<'C'
 /* reader FILE OUT STOPFILE: read FILE in a tight loop; count "base" and
  * errors; stop when STOPFILE exists; write "reads base errors first" to OUT;
@@ -98,7 +71,7 @@ int main(int argc, char **argv) {
         return fclose(out) == 0 ? 0 : 1;
 }
 C
-cc -static -O2 -Wall -o "$WORK/cinit" "$WORK/cinit.c" || skip "cannot link a static binary (libc6-dev's libc.a)"
+cc -static -O2 -Wall -o "$WORK/cinit" "$(dirname "$0")/../helpers/cinit.c" || skip "cannot link a static binary (libc6-dev's libc.a)"
 cc -static -O2 -Wall -o "$WORK/reader" "$WORK/reader.c" || fail "cannot compile the reader"
 
 mkdir -p "$R/usr/share/app"

@@ -35,30 +35,6 @@ PARTS=${PARTS:-abcde}
 part() { [[ $PARTS == *$1* ]]; }
 
 # ------------------------------------------------------------ helpers (static: the containers have no libc)
-cat >"$WORK/cinit.c" <<'C'
-/* cinit NEWROOT: pivot into NEWROOT (a mount), drop the old root, make the
- * new root shared (a peer group of its own), say "ready", wait for a signal. */
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <sys/mount.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-        if (argc != 2 || chdir(argv[1]) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
-            umount2(".", MNT_DETACH) < 0 || chdir("/") < 0) {
-                perror("pivot");
-                return 1;
-        }
-        if (mount(NULL, "/", NULL, MS_SHARED | MS_REC, NULL) < 0) {
-                perror("shared");
-                return 1;
-        }
-        printf("ready\n");
-        fflush(stdout);
-        pause();
-        return 0;
-}
-C
 cat >"$WORK/reader.c" <<'C'
 /* reader FILE OUT STOPFILE SECONDS: read FILE in a tight loop and count
  * "v1", "v2", "base" and errors; stop when STOPFILE exists or after SECONDS;
@@ -119,7 +95,7 @@ int main(int argc, char **argv) {
         return fclose(out) == 0 ? 0 : 1;
 }
 C
-cc -static -O2 -Wall -o "$WORK/cinit" "$WORK/cinit.c" || skip "cannot link a static binary (libc6-dev's libc.a)"
+cc -static -O2 -Wall -o "$WORK/cinit" "$(dirname "$0")/../helpers/cinit.c" || skip "cannot link a static binary (libc6-dev's libc.a)"
 cc -static -O2 -Wall -o "$WORK/reader" "$WORK/reader.c" || fail "cannot compile the reader"
 
 # ------------------------------------------------------------ the root and images
