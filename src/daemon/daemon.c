@@ -8,8 +8,8 @@
  * unit).  Follow and Unfollow are jobs of the same queue: engine_follow() in a worker, on the
  * PID of the caller's pidfd, which the job holds until it has run (checked again in the
  * worker: a process that exited meanwhile is refused, never its PID's next owner).  After
- * every transition job the followed namespaces it updated are read back, and each whose update
- * failed is announced with FollowFailed.  ListImages, which attaches and mounts images to read them, runs as one job of its
+ * every transition job that succeeded, the followed namespaces it updated are read back and
+ * each whose update failed is announced with FollowFailed, before the caller's reply.  ListImages, which attaches and mounts images to read them, runs as one job of its
  * own beside the queue: at most one at a time, shared by every caller who asks while it runs,
  * and its answer is kept and given again while the images, the trusted certificates and the
  * host's release file are unchanged.  GetStatus and the properties read the journal and the
@@ -321,6 +321,12 @@ static void job_finish(Job *j) {
         if (!j->report.eof || !j->exited)
                 return;
 
+        /* A transition (or recovery) that succeeded updated the followed namespaces, each
+         * recording its error anew: the failed ones are announced before its caller hears that
+         * it ended. */
+        if (j->type == JOB_TRANSITION && doc_succeeded(doc))
+                bus_emit_follow_failed(m);
+
         for (size_t i = 0; i < j->n_requests; i++) {
                 if (!doc)
                         r = sd_bus_reply_method_errorf(j->requests[i], SYSEXTD_ERROR_FAILED,
@@ -366,10 +372,6 @@ static void job_finish(Job *j) {
                 else if (!died && recovery)
                         manager_after_recovery(m, complete);
                 manager_emit_changes(m);
-                /* A transition (or recovery) that succeeded updated the followed namespaces,
-                 * each recording its error anew: read back before the next job runs. */
-                if (transition && doc_succeeded(doc))
-                        bus_emit_follow_failed(m);
                 (void) manager_start_next(m);
         } else {
                 if (doc_succeeded(doc) && j->fingerprint != 0) {
