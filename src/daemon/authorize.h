@@ -4,8 +4,9 @@
 #include "bus-api.h"
 #include "engine.h"
 
-/* What a caller of Merge, Refresh, Unmerge, Follow or Unfollow asks polkit for (org.sysextd1(5)), decided from
- * the options of the call and the daemon's configuration alone: pure functions, no bus.
+/* What a caller of Merge, Refresh, Unmerge, Follow or Unfollow asks polkit for (org.sysextd1(5)),
+ * decided from the options of the call and the daemon's configuration alone: pure functions, no
+ * bus.
  *
  * An option that lets the call do what the configuration would not is "unsafe": the call is
  * then authorized with the action org.sysextd1.manage-unsafe instead of org.sysextd1.manage

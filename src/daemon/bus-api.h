@@ -57,7 +57,6 @@
 #define SYSEXTD_FOLLOWER_STRUCT "(tisstasass)"
 /* FollowFailed(t namespace, i pid, s message): after a transition, a followed namespace whose
  * update failed (it keeps what it showed) */
-#define SYSEXTD_FOLLOW_FAILED_SIGNATURE "tis"
 
 /* How long a client waits for a transition. */
 #define SYSEXTD_CALL_TIMEOUT_USEC (15ULL * 60ULL * 1000000ULL)

@@ -665,7 +665,7 @@ static int method_follow(sd_bus_message *message, void *userdata, sd_bus_error *
         r = pidfd_get_pid(fd, &x.pid);
         if (r == -EBADF)
                 return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
-                                         "%s takes a pidfd (pidfd_open(2)) of a process in the mount namespace; the file descriptor given is none.",
+                                         "%s takes a pidfd (pidfd_open(2)) of a process in the mount namespace; the file descriptor given is not one.",
                                          strna(member));
         if (r == -ESRCH)
                 return sd_bus_error_set(error, SYSEXTD_ERROR_FAILED, "The process of the pidfd has exited.");

@@ -9,10 +9,11 @@
  * PID of the caller's pidfd, which the job holds until it has run (checked again in the
  * worker: a process that exited meanwhile is refused, never its PID's next owner).  After
  * every transition job that succeeded, the followed namespaces it updated are read back and
- * each whose update failed is announced with FollowFailed, before the caller's reply.  ListImages, which attaches and mounts images to read them, runs as one job of its
- * own beside the queue: at most one at a time, shared by every caller who asks while it runs,
- * and its answer is kept and given again while the images, the trusted certificates and the
- * host's release file are unchanged.  GetStatus and the properties read the journal and the
+ * each whose update failed is announced with FollowFailed, before the caller's reply.
+ * ListImages, which attaches and mounts images to read them, runs as one job of its own beside
+ * the queue: at most one at a time, shared by every caller who asks while it runs, and its
+ * answer is kept and given again while the images, the trusted certificates and the host's
+ * release file are unchanged.  GetStatus and the properties read the journal and the
  * mount table in the bus process: they answer while a transition runs.
  *
  * After a transition the worker hands over the mounts of the images in the new tree; the
