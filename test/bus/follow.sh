@@ -21,6 +21,7 @@
 #     with the mount gone, the next refresh brings the container to v3
 #   - the records survive the daemon: a new daemon lists the same namespace
 #   - a caller other than root is refused (no polkit on this bus), nothing changes
+#   - Follow with an fd that is not a pidfd: org.freedesktop.DBus.Error.InvalidArgs
 #   - follow of a PID with no process: exit status 1, one line naming the PID
 #   - follow of a process in the daemon's own mount namespace: the engine's refusal
 #   - unfollow PID: our tree there is detached, the container shows its base again
@@ -283,6 +284,11 @@ assert_eq "$(cat "/proc/$CPID/mountinfo")" "$before" "the container's mounts aft
 run_cli --unpriv status
 assert_ok "status as nobody"
 assert_contains "$(follows_line "$OUT")" "process $CPID " "the Follows line as nobody"
+
+check "Follow with a file descriptor that is not a pidfd: InvalidArgs"
+run_bctl call org.sysextd1 /org/sysextd1 org.sysextd1.Manager Follow h 0 </dev/null
+assert_failed "Follow with /dev/null"
+assert_contains "$ERR" "takes a pidfd" "busctl's error for Follow with /dev/null"
 
 check "follow of a PID with no process: one line naming it"
 sleep 0 &
