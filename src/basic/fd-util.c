@@ -3,6 +3,7 @@
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -155,4 +156,50 @@ char *path_of_fd(int fd) {
                 return NULL;
         target[n] = 0;
         return strdup(target);
+}
+
+int pidfd_get_pid(int fd, pid_t *ret) {
+        _cleanup_free_ char *what = NULL;
+        _cleanup_close_ int info = -EBADF;
+        char path[sizeof("/proc/self/fdinfo/") + 12], buf[4096];
+        const char *line;
+        ssize_t n;
+        long pid;
+        char *end;
+
+        if (fd < 0)
+                return -EBADF;
+        /* A pidfd shows as this on every kernel that has them, pidfs (6.9) included; an fd
+         * of /proc/PID, which some pidfd calls also take, does not. */
+        what = path_of_fd(fd);
+        if (!what)
+                return errno == ENOENT ? -EBADF : -errno;
+        if (!streq(what, "anon_inode:[pidfd]"))
+                return -EBADF;
+
+        snprintf(path, sizeof(path), "%sself/fdinfo/%i", proc_prefix(), fd);
+        info = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (info < 0)
+                return negative_errno();
+        do
+                n = read(info, buf, sizeof(buf) - 1);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return negative_errno();
+        buf[n] = 0;
+        for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+                if (strncmp(line, "Pid:", strlen("Pid:")) == 0)
+                        break;
+        if (!line)
+                return -EBADF;
+        errno = 0;
+        pid = strtol(line + strlen("Pid:"), &end, 10);
+        if (errno != 0 || end == line + strlen("Pid:") || (*end != '\n' && *end != 0) || pid < -1 || pid > INT32_MAX)
+                return -EBADMSG;
+        if (pid == -1)
+                return -ESRCH;
+        if (pid == 0)
+                return -EREMOTE;
+        *ret = (pid_t) pid;
+        return 0;
 }

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "macro.h"
 
@@ -37,3 +38,10 @@ int fd_reopen(int fd, int flags);
 
 /* The path of what fd refers to, as /proc/self/fd shows it (allocated), or NULL. */
 char *path_of_fd(int fd);
+
+/* The PID of the process a pidfd refers to (pidfd_open(2)), as this process's PID namespace
+ * sees it, from the "Pid:" line of /proc/self/fdinfo/FD.  -EBADF: fd is not a pidfd; -ESRCH:
+ * the process has exited (Pid: -1); -EREMOTE: it is in a PID namespace this one does not see
+ * (Pid: 0).  While the process lives, its PID is not reused: a caller that checks again after
+ * using the PID knows it still meant that process. */
+int pidfd_get_pid(int fd, pid_t *ret);

@@ -41,3 +41,12 @@
 #ifndef OVERLAYFS_SUPER_MAGIC
 #define OVERLAYFS_SUPER_MAGIC 0x794c7630
 #endif
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434 /* Linux 5.3 */
+#endif
+
+/* glibc 2.36 declares pidfd_open() only in <sys/pidfd.h>, which not every distribution ships. */
+static inline int sys_pidfd_open(pid_t pid, unsigned flags) {
+        return (int) syscall(SYS_pidfd_open, pid, flags);
+}

@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
 #include <inttypes.h>
 #include <unistd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-bus.h>
 
 #include "bus-api.h"
 #include "client.h"
+#include "fd-util.h"
 #include "log.h"
 #include "json-util.h"
+#include "missing.h"
 #include "output.h"
 #include "util.h"
 
@@ -42,19 +46,12 @@ static int append_options(sd_bus_message *m, const EngineOptions *o) {
         return r;
 }
 
-static int call(sd_bus *bus, const char *method, const EngineOptions *o, sd_bus_message **ret) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+/* Sends a call made ready and waits for the reply; a failure is printed as the daemon's message,
+ * one line.  Returns 1 when the daemon found no (suitable) images, which is no failure. */
+static int call_send(sd_bus *bus, sd_bus_message *m, sd_bus_message **ret) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         int r;
 
-        r = sd_bus_message_new_method_call(bus, &m, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, method);
-        if (r < 0)
-                return log_error_errno(r, "Failed to create the bus message: %m");
-        if (o) {
-                r = append_options(m, o);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to create the bus message: %m");
-        }
         r = sd_bus_call(bus, m, SYSEXTD_CALL_TIMEOUT_USEC, &error, ret);
         if (r < 0 && sd_bus_error_has_names(&error, SYSEXTD_ERROR_NO_IMAGES, SYSEXTD_ERROR_NO_SUITABLE_IMAGES)) {
                 /* Nothing (suitable) to merge is no failure, as with systemd-sysext. */
@@ -71,6 +68,21 @@ static int call(sd_bus *bus, const char *method, const EngineOptions *o, sd_bus_
                 return r;
         }
         return 0;
+}
+
+static int call(sd_bus *bus, const char *method, const EngineOptions *o, sd_bus_message **ret) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, method);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create the bus message: %m");
+        if (o) {
+                r = append_options(m, o);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to create the bus message: %m");
+        }
+        return call_send(bus, m, ret);
 }
 
 static int check_root(sd_bus *bus, const char *root) {
@@ -122,6 +134,43 @@ static int transition(sd_bus *bus, const char *method, const EngineOptions *o, c
         return 0;
 }
 
+/* Follow or Unfollow, one call per PID, each with a pidfd of the process: the daemon is never
+ * given a bare PID that another process may have by the time it looks.  Goes on after a
+ * failure, as --no-bus does; returns the first. */
+static int follow(sd_bus *bus, char *const *pids, bool start) {
+        int ret = 0;
+
+        STRV_FOREACH(p, pids) {
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+                _cleanup_close_ int fd = -EBADF;
+                pid_t pid = (pid_t) atoi(*p); /* checked by the argument parser */
+                int r;
+
+                fd = sys_pidfd_open(pid, 0);
+                if (fd < 0) {
+                        if (errno == ESRCH)
+                                r = log_error_errno(ESRCH, "No such process: %i", (int) pid);
+                        else if (errno == ENOSYS)
+                                r = log_error_errno(ENOSYS, "Cannot name process %i to the daemon: this kernel has no pidfd_open() (Linux 5.3).",
+                                                    (int) pid);
+                        else
+                                r = log_error_errno(errno, "Failed to open process %i: %m", (int) pid);
+                } else {
+                        r = sd_bus_message_new_method_call(bus, &m, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE,
+                                                           start ? "Follow" : "Unfollow");
+                        if (r >= 0)
+                                r = sd_bus_message_append(m, "h", fd);
+                        if (r < 0)
+                                r = log_error_errno(r, "Failed to create the bus message: %m");
+                        else
+                                r = call_send(bus, m, &reply);
+                }
+                if (r < 0 && ret == 0)
+                        ret = r;
+        }
+        return ret;
+}
+
 static int or_default(int v, int fallback) {
         return v < 0 ? fallback : v;
 }
@@ -165,6 +214,91 @@ static int list(sd_bus *bus, const EngineOptions *o, const OutputOptions *out) {
                 return log_error_errno(r, "Failed to parse the reply: %m");
         a = output_list_json(&l);
         output_list(a, out);
+        return 0;
+}
+
+/* One entry of ListFollowed, as the engine's record (the hierarchies as trees that have only
+ * their hierarchy), so that status prints it as --no-bus does. */
+static int read_follower(sd_bus_message *reply, Follower *ret) {
+        _cleanup_(follower_done) Follower f = {};
+        _cleanup_strv_free_ char **hierarchies = NULL;
+        const char *name, *machine, *error;
+        int32_t pid;
+        int r;
+
+        r = sd_bus_message_enter_container(reply, 'r', "tisstasass");
+        if (r <= 0)
+                return r;
+        r = sd_bus_message_read(reply, "tisst", &f.ns, &pid, &name, &machine, &f.generation);
+        if (r >= 0)
+                r = sd_bus_message_read_strv(reply, &hierarchies);
+        if (r >= 0)
+                r = sd_bus_message_read_strv(reply, &f.problems);
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "s", &error);
+        if (r >= 0)
+                r = sd_bus_message_exit_container(reply);
+        if (r < 0)
+                return r;
+        f.pid = pid;
+        if ((!isempty(name) && !(f.name = strdup(name))) || (!isempty(machine) && !(f.machine = strdup(machine))) ||
+            (!isempty(error) && !(f.error = strdup(error))))
+                return -ENOMEM;
+        STRV_FOREACH(h, hierarchies) {
+                Tree t = { .hierarchy = strdup(*h) };
+
+                if (!t.hierarchy || tree_list_add(&f.trees, &t) < 0) {
+                        tree_done(&t);
+                        return -ENOMEM;
+                }
+        }
+        *ret = f;
+        f = (Follower) {};
+        return 1;
+}
+
+/* ListFollowed(): the namespaces that follow the host.  A daemon that does not know the method
+ * (older than it) has none; one that cannot say is reported, and the rest of the status is
+ * printed all the same. */
+static int list_followed(sd_bus *bus, FollowerList *ret) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(follower_list_done) FollowerList l = {};
+        int r;
+
+        r = sd_bus_call_method(bus, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "ListFollowed", &error, &reply,
+                               NULL);
+        if (r < 0 && sd_bus_error_has_name(&error, SD_BUS_ERROR_UNKNOWN_METHOD)) {
+                *ret = (FollowerList) {};
+                return 0;
+        }
+        if (r < 0) {
+                log_warning("Failed to list the followed namespaces: %s", error.message ?: strerror(-r));
+                *ret = (FollowerList) {};
+                return 0;
+        }
+        r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_FOLLOWER_STRUCT);
+        for (;;) {
+                Follower f = {}, *a;
+
+                if (r >= 0)
+                        r = read_follower(reply, &f);
+                if (r <= 0)
+                        break;
+                a = reallocarray(l.followers, l.n + 1, sizeof(Follower));
+                if (!a) {
+                        follower_done(&f);
+                        return log_oom();
+                }
+                l.followers = a;
+                l.followers[l.n++] = f;
+        }
+        if (r >= 0)
+                r = sd_bus_message_exit_container(reply);
+        if (r < 0)
+                return log_error_errno(r, "Failed to parse the list of followed namespaces: %m");
+        *ret = l;
+        l = (FollowerList) {};
         return 0;
 }
 
@@ -288,6 +422,10 @@ static int status(sd_bus *bus, const EngineOptions *opts, const OutputOptions *o
                                         s.hierarchies[i].n_buried = n_buried;
                                 }
 
+        r = list_followed(bus, &s.followers);
+        if (r < 0)
+                return r;
+
         o = output_status_json(&s);
         output_status(o, out);
         /* The strings borrowed from the reply are not the status' to free. */
@@ -295,7 +433,7 @@ static int status(sd_bus *bus, const EngineOptions *opts, const OutputOptions *o
         return 0;
 }
 
-int client_run(const char *verb, const char *root, const EngineOptions *o, const OutputOptions *out) {
+int client_run(const char *verb, const char *root, char *const *pids, const EngineOptions *o, const OutputOptions *out) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         int r;
 
@@ -315,6 +453,8 @@ int client_run(const char *verb, const char *root, const EngineOptions *o, const
                 return transition(bus, "Refresh", o, out);
         if (streq(verb, "unmerge"))
                 return transition(bus, "Unmerge", o, out);
+        if (STR_IN_SET(verb, "follow", "unfollow"))
+                return follow(bus, pids, streq(verb, "follow"));
         if (streq(verb, "list"))
                 return list(bus, o, out);
         return status(bus, o, out);

@@ -6,5 +6,6 @@
 #include "engine.h"
 #include "output.h"
 
-/* The D-Bus side of the command line: the same verbs, answered by the daemon. */
-int client_run(const char *verb, const char *root, const EngineOptions *o, const OutputOptions *out);
+/* The D-Bus side of the command line: the same verbs, answered by the daemon.  pids: the
+ * arguments of follow and unfollow (checked: positive decimal numbers). */
+int client_run(const char *verb, const char *root, char *const *pids, const EngineOptions *o, const OutputOptions *out);

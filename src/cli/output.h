@@ -9,7 +9,7 @@
 /* What 'list' and 'status' print, as text tables or as JSON. The same JSON is built from the
  * engine's results in-process and from the daemon's replies. */
 json_object *output_list_json(const ImageList *l);
-/* The followed namespaces, for status (also the daemon's GetFollowers reply). */
+/* The followed namespaces, for status (in process, or from the daemon's ListFollowed reply). */
 json_object *output_followers_json(const FollowerList *l);
 json_object *output_status_json(const EngineStatus *s);
 

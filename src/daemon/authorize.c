@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Which polkit action a transition needs and what polkit is told about it (authorize.h).
+ * Which polkit action a transition needs and what polkit is told about it, and what it is told
+ * about Follow and Unfollow (authorize.h).
  * Pure functions of the options and the configuration; bus-service.c asks polkit.
  */
 #include <errno.h>
@@ -173,6 +174,23 @@ int authorize_details(const EngineConfig *c, EngineVerb verb, const EngineOption
         }
         if (r >= 0)
                 r = push_pair(&l, "unsafe", unsafe_list);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+int authorize_follow_details(bool follow, pid_t pid, char ***ret) {
+        _cleanup_strv_free_ char **l = NULL;
+        char buf[16];
+        int r;
+
+        snprintf(buf, sizeof(buf), "%i", (int) pid);
+        r = push_pair(&l, "verb", follow ? "follow" : "unfollow");
+        if (r >= 0)
+                r = push_pair(&l, "pid", buf);
+        if (r >= 0)
+                r = push_pair(&l, "unsafe", "");
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(l);

@@ -4,8 +4,9 @@
 #include "bus-api.h"
 #include "engine.h"
 
-/* What a caller of Merge, Refresh or Unmerge asks polkit for (org.sysextd1(5)), decided from
- * the options of the call and the daemon's configuration alone: pure functions, no bus.
+/* What a caller of Merge, Refresh, Unmerge, Follow or Unfollow asks polkit for (org.sysextd1(5)),
+ * decided from the options of the call and the daemon's configuration alone: pure functions, no
+ * bus.
  *
  * An option that lets the call do what the configuration would not is "unsafe": the call is
  * then authorized with the action org.sysextd1.manage-unsafe instead of org.sysextd1.manage
@@ -56,3 +57,11 @@ char *authorize_unsafe_to_string(const EngineConfig *c, const EngineOptions *o);
  *   unsafe          the unsafe options' names, space-separated ("" when none)
  * Returns 0 or -ENOMEM. */
 int authorize_details(const EngineConfig *c, EngineVerb verb, const EngineOptions *o, char ***ret);
+
+/* The polkit details of a Follow or Unfollow call (always org.sysextd1.manage, as Refresh
+ * without options), as authorize_details() gives them:
+ *   verb            follow or unfollow
+ *   pid             the process whose mount namespace it is about, in the daemon's PID namespace
+ *   unsafe          "" (no option of these calls weakens anything)
+ * Returns 0 or -ENOMEM. */
+int authorize_follow_details(bool follow, pid_t pid, char ***ret);

@@ -47,5 +47,16 @@
  * "timeout", "dependency", "skipped", ...; "not-queued" when the manager refused it) */
 #define SYSEXTD_UNIT_JOB_STRUCT "(ssss)"
 
+/* Follow(h pidfd), Unfollow(h pidfd) -> (): the mount namespace of the process of a pidfd
+ * starts or stops following the host; queued with the transitions. */
+/* ListFollowed() -> a(tisstasass), one per followed namespace: namespace (the inode of the mount
+ * namespace: its identity), pid (the process last found in it), name (its unit, or its command
+ * name), machine ("" when none), generation (the host's generation it shows), hierarchies
+ * (where sysextd's tree is placed there: "usr", ...), problems (hierarchies left alone there and
+ * why), error ("" when its last update did not fail, else why it did) */
+#define SYSEXTD_FOLLOWER_STRUCT "(tisstasass)"
+/* FollowFailed(t namespace, i pid, s message): after a transition, a followed namespace whose
+ * update failed (it keeps what it showed) */
+
 /* How long a client waits for a transition. */
 #define SYSEXTD_CALL_TIMEOUT_USEC (15ULL * 60ULL * 1000000ULL)

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The bus interface of the daemon, org.sysextd1(5): the vtable, the methods, the properties
- * and the signal, in the manner of systemd's timedated.  Every string that goes on the bus
+ * and the signals, in the manner of systemd's timedated.  Every string that goes on the bus
  * passes string_safe(): valid UTF-8 without control characters, whatever an image's file name
  * or a reason held, so that no reply can fail to be sent.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "authorize.h"
 #include "bus-api.h"
 #include "bus-service.h"
+#include "fd-util.h"
 #include "json-util.h"
 #include "kernel.h"
 #include "log.h"
@@ -121,6 +123,13 @@ int bus_reply_transition(sd_bus_message *request, json_object *doc) {
         return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
 }
 
+/* Follow and Unfollow answer nothing when they succeeded. */
+int bus_reply_follow(sd_bus_message *request, json_object *doc) {
+        if (doc_int(doc, "r", -1) < 0)
+                return bus_reply_failure(request, doc, "Following the mount namespace failed.");
+        return sd_bus_reply_method_return(request, NULL);
+}
+
 /* The classes a ListImagesEx call asks for (its options, read again from the request), every
  * class for ListImages. */
 static unsigned list_classes(sd_bus_message *request, bool *ret_ex) {
@@ -210,6 +219,33 @@ void bus_emit_tree_changed(Manager *m) {
                 (void) sd_bus_send(m->bus, signal, NULL);
 }
 
+void bus_emit_follow_failed(Manager *m) {
+        _cleanup_(follower_list_done) FollowerList l = {};
+        int r;
+
+        r = engine_followers(m->engine, &l);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to read the followed namespaces after the transition: %m");
+                return;
+        }
+        for (size_t i = 0; i < l.n; i++) {
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *signal = NULL;
+                const Follower *f = &l.followers[i];
+
+                if (!f->error)
+                        continue;
+                r = sd_bus_message_new_signal(m->bus, &signal, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "FollowFailed");
+                if (r >= 0)
+                        r = sd_bus_message_append(signal, "ti", f->ns, (int32_t) f->pid);
+                if (r >= 0)
+                        r = append_string(signal, f->error);
+                if (r >= 0)
+                        r = sd_bus_send(m->bus, signal, NULL);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to emit FollowFailed for mount namespace %" PRIu64 ": %m", f->ns);
+        }
+}
+
 /* The caller's uid as the bus saw it at connection time: never augmented from /proc, where
  * the caller's process may since have become someone else. */
 static int caller_uid(sd_bus_message *message, uid_t *ret) {
@@ -237,11 +273,34 @@ static int caller_uid(sd_bus_message *message, uid_t *ret) {
 #define POLKIT_TIMEOUT_USEC (25ULL * 1000000ULL)
 #define POLKIT_INTERACTIVE_TIMEOUT_USEC (120ULL * 1000000ULL)
 
+/* What a mutating call asks for, run once it is authorized: a transition, or (is_follow) a
+ * Follow or Unfollow of the process of a pidfd. */
+typedef struct Mutation {
+        EngineVerb verb;
+        EngineOptions options;
+        bool is_follow;
+        bool follow; /* Follow, not Unfollow */
+        pid_t pid;
+        int pidfd;   /* owned */
+} Mutation;
+
+static const char *mutation_name(const Mutation *x) {
+        if (x->is_follow)
+                return x->follow ? "follow" : "unfollow";
+        return engine_verb_to_string(x->verb);
+}
+
+/* Hands the call to the daemon's queue (the pidfd goes with it). */
+static int mutation_queue(Manager *m, sd_bus_message *request, Mutation *x) {
+        if (x->is_follow)
+                return m->ops->queue_follow(m, request, TAKE_FD(x->pidfd), x->pid, x->follow);
+        return m->ops->queue_transition(m, request, x->verb, &x->options);
+}
+
 typedef struct Authorization {
         Manager *manager;
         sd_bus_message *request;
-        EngineVerb verb;
-        EngineOptions options;
+        Mutation call;
         unsigned unsafe; /* AUTHORIZE_UNSAFE_* */
         bool interactive;
         uint64_t timeout_usec;
@@ -258,6 +317,7 @@ static void authorization_free(Authorization *a) {
         m = a->manager;
         sd_bus_slot_unref(a->slot);
         sd_bus_message_unref(a->request);
+        safe_close(a->call.pidfd);
         free(a->cancellation_id);
         free(a);
         m->n_authorizing--;
@@ -312,7 +372,7 @@ static char *describe_action(const Authorization *a) {
 
         if (!a->unsafe)
                 return strdup("polkit action " SYSEXTD_POLKIT_ACTION);
-        opts = authorize_unsafe_to_string(&a->manager->engine->config, &a->options);
+        opts = authorize_unsafe_to_string(&a->manager->engine->config, &a->call.options);
         if (!opts || asprintf(&s, "polkit action " SYSEXTD_POLKIT_ACTION_UNSAFE ", for options that weaken the configuration: %s",
                               opts) < 0)
                 return NULL;
@@ -359,10 +419,9 @@ static int on_authorization(sd_bus_message *reply, void *userdata, sd_bus_error 
                 r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
                                                "polkit sent an answer that cannot be read; refusing.");
         else if (authorized) {
-                r = m->ops->queue_transition(m, a->request, a->verb, &a->options);
+                r = mutation_queue(m, a->request, &a->call);
                 if (r < 0) /* nothing was sent (no memory for the job): the caller must hear */
-                        r = sd_bus_reply_method_errnof(a->request, r, "Failed to queue the %s: %m",
-                                                       engine_verb_to_string(a->verb));
+                        r = sd_bus_reply_method_errnof(a->request, r, "Failed to queue the %s: %m", mutation_name(&a->call));
         } else {
                 /* Out of memory for the options' description: the action's name alone. */
                 what = describe_action(a);
@@ -376,8 +435,8 @@ static int on_authorization(sd_bus_message *reply, void *userdata, sd_bus_error 
                                                        what ?: authorize_action(a->unsafe));
         }
         if (r < 0)
-                log_warning_errno(r, "Failed to answer the %s call of %s after its authorization: %m",
-                                  engine_verb_to_string(a->verb), strna(sd_bus_message_get_sender(a->request)));
+                log_warning_errno(r, "Failed to answer the %s call of %s after its authorization: %m", mutation_name(&a->call),
+                                  strna(sd_bus_message_get_sender(a->request)));
         authorization_free(a);
         return 0;
 }
@@ -388,7 +447,10 @@ static int polkit_query_new(Manager *m, sd_bus_message *message, const Authoriza
         _cleanup_strv_free_ char **details = NULL;
         int r;
 
-        r = authorize_details(&m->engine->config, a->verb, &a->options, &details);
+        if (a->call.is_follow)
+                r = authorize_follow_details(a->call.follow, a->call.pid, &details);
+        else
+                r = authorize_details(&m->engine->config, a->call.verb, &a->call.options, &details);
         if (r < 0)
                 return r;
         r = sd_bus_message_new_method_call(m->bus, &q, "org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
@@ -413,8 +475,8 @@ static int polkit_query_new(Manager *m, sd_bus_message *message, const Authoriza
         return 0;
 }
 
-static int authorize_and_queue(Manager *m, sd_bus_message *message, EngineVerb verb, const EngineOptions *o,
-                               sd_bus_error *error) {
+/* Runs the call now for root; asks polkit about anyone else.  Takes x's pidfd in every case. */
+static int authorize_and_queue(Manager *m, sd_bus_message *message, Mutation *x, sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *q = NULL;
         Authorization *a;
         uint64_t cookie = 0;
@@ -422,17 +484,22 @@ static int authorize_and_queue(Manager *m, sd_bus_message *message, EngineVerb v
         int r;
 
         r = caller_uid(message, &uid);
-        if (r < 0)
+        if (r < 0) {
+                x->pidfd = safe_close(x->pidfd);
                 return sd_bus_error_set(error, SYSEXTD_ERROR_ACCESS_DENIED, "Cannot tell who is calling; refusing.");
+        }
         if (uid == 0)
-                return m->ops->queue_transition(m, message, verb, o);
+                return mutation_queue(m, message, x);
 
         a = calloc(1, sizeof(*a));
-        if (!a)
+        if (!a) {
+                x->pidfd = safe_close(x->pidfd);
                 return -ENOMEM;
-        *a = (Authorization) { .manager = m, .request = sd_bus_message_ref(message), .verb = verb, .options = *o,
-                               .unsafe = authorize_unsafe(&m->engine->config, o),
+        }
+        *a = (Authorization) { .manager = m, .request = sd_bus_message_ref(message), .call = *x,
+                               .unsafe = x->is_follow ? 0 : authorize_unsafe(&m->engine->config, &x->options),
                                .interactive = sd_bus_message_get_allow_interactive_authorization(message) > 0 };
+        x->pidfd = -EBADF; /* the authorization's now */
         a->timeout_usec = polkit_timeout_usec(a->interactive);
         m->n_authorizing++;
         m->ops->update_idle(m);
@@ -562,13 +629,13 @@ static int parse_options(sd_bus_message *message, EngineOptions *o, sd_bus_error
 
 static int method_transition(sd_bus_message *message, void *userdata, sd_bus_error *error, EngineVerb verb) {
         Manager *m = userdata;
-        EngineOptions o = ENGINE_OPTIONS_INIT;
+        Mutation x = { .verb = verb, .options = ENGINE_OPTIONS_INIT, .pidfd = -EBADF };
         int r;
 
-        r = parse_options(message, &o, error);
+        r = parse_options(message, &x.options, error);
         if (r < 0)
                 return r;
-        r = authorize_and_queue(m, message, verb, &o, error);
+        r = authorize_and_queue(m, message, &x, error);
         return r < 0 ? r : 1;
 }
 
@@ -582,6 +649,87 @@ static int method_refresh(sd_bus_message *message, void *userdata, sd_bus_error 
 
 static int method_unmerge(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         return method_transition(message, userdata, error, ENGINE_UNMERGE);
+}
+
+/* Follow(h pidfd) and Unfollow(h pidfd).  Only a pidfd names the process: a PID could have been
+ * reused by the time the call is run, a pidfd cannot refer to another process. */
+static int method_follow(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        const char *member = sd_bus_message_get_member(message);
+        Mutation x = { .is_follow = true, .follow = streq_ptr(member, "Follow"), .pidfd = -EBADF };
+        int fd, r;
+
+        r = sd_bus_message_read(message, "h", &fd);
+        if (r < 0)
+                return r;
+        r = pidfd_get_pid(fd, &x.pid);
+        if (r == -EBADF)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "%s takes a pidfd (pidfd_open(2)) of a process in the mount namespace; the file descriptor given is not one.",
+                                         strna(member));
+        if (r == -ESRCH)
+                return sd_bus_error_set(error, SYSEXTD_ERROR_FAILED, "The process of the pidfd has exited.");
+        if (r == -EREMOTE)
+                return sd_bus_error_set(error, SYSEXTD_ERROR_FAILED,
+                                        "The process of the pidfd is in a PID namespace that sysextd does not see.");
+        if (r < 0)
+                return sd_bus_error_setf(error, SYSEXTD_ERROR_FAILED, "Cannot read the process of the pidfd: %s", strerror(-r));
+        /* The message's fd goes with the message: the job keeps a copy of its own. */
+        x.pidfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (x.pidfd < 0)
+                return -errno;
+        r = authorize_and_queue(m, message, &x, error);
+        return r < 0 ? r : 1;
+}
+
+static int append_follower(sd_bus_message *reply, const Follower *f) {
+        _cleanup_strv_free_ char **hierarchies = NULL;
+        int r;
+
+        for (size_t i = 0; i < f->trees.n; i++)
+                if (strv_extend(&hierarchies, f->trees.trees[i]->hierarchy) < 0)
+                        return -ENOMEM;
+        r = sd_bus_message_open_container(reply, 'r', "tisstasass");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "ti", f->ns, (int32_t) f->pid);
+        if (r >= 0)
+                r = append_string(reply, f->name);
+        if (r >= 0)
+                r = append_string(reply, f->machine);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "t", f->generation);
+        if (r >= 0)
+                r = append_strv(reply, hierarchies);
+        if (r >= 0)
+                r = append_strv(reply, f->problems);
+        if (r >= 0)
+                r = append_string(reply, f->error);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r;
+}
+
+/* The followed namespaces as recorded: read in the bus process, also while a job runs. */
+static int method_list_followed(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_(follower_list_done) FollowerList l = {};
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        m->ops->update_idle(m);
+        r = engine_followers(m->engine, &l);
+        if (r < 0)
+                return sd_bus_error_setf(error, SYSEXTD_ERROR_FAILED, "Failed to read the followed namespaces: %s", strerror(-r));
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', SYSEXTD_FOLLOWER_STRUCT);
+        for (size_t i = 0; r >= 0 && i < l.n; i++)
+                r = append_follower(reply, &l.followers[i]);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
 }
 
 static int method_list_images(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -807,6 +955,11 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("Unmerge", SD_BUS_ARGS("a{sv}", options),
                                 SD_BUS_RESULT("t", generation, "b", changed, "a(us)", messages), method_unmerge,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Follow", SD_BUS_ARGS("h", pidfd), SD_BUS_NO_RESULT, method_follow, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Unfollow", SD_BUS_ARGS("h", pidfd), SD_BUS_NO_RESULT, method_follow,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListFollowed", SD_BUS_NO_ARGS, SD_BUS_RESULT("a" SYSEXTD_FOLLOWER_STRUCT, followed),
+                                method_list_followed, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListImages", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssssssb)", images), method_list_images,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListImagesEx", SD_BUS_ARGS("a{sv}", options), SD_BUS_RESULT("a(ssssssbs)", images),
@@ -816,6 +969,7 @@ static const sd_bus_vtable manager_vtable[] = {
                                               "s", policy, "a(sssb)", images, "a(ssb)", classes),
                                 method_get_status, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("TreeChanged", SD_BUS_ARGS("t", generation, "as", extensions), 0),
+        SD_BUS_SIGNAL_WITH_ARGS("FollowFailed", SD_BUS_ARGS("t", namespace, "i", pid, "s", message), 0),
         SD_BUS_SIGNAL_WITH_ARGS("UnitJobsFinished", SD_BUS_ARGS("t", generation, "a" SYSEXTD_UNIT_JOB_STRUCT, jobs), 0),
         SD_BUS_VTABLE_END,
 };

@@ -7,10 +7,14 @@
 #include "manager.h"
 
 /* The bus interface, org.sysextd1(5) (bus-service.c): the object the daemon serves, the
- * replies to the calls it queued (from the worker's document) and the TreeChanged signal. */
+ * replies to the calls it queued (from the worker's document), the TreeChanged signal and the
+ * FollowFailed signals. */
 
 int bus_service_register(Manager *m);
 int bus_reply_transition(sd_bus_message *request, json_object *doc);
 int bus_reply_list(sd_bus_message *request, json_object *doc);
+int bus_reply_follow(sd_bus_message *request, json_object *doc);
 int bus_reply_failure(sd_bus_message *request, json_object *doc, const char *fallback);
 void bus_emit_tree_changed(Manager *m);
+/* FollowFailed for every followed namespace whose last update failed, as recorded now. */
+void bus_emit_follow_failed(Manager *m);

@@ -5,10 +5,15 @@
  * The bus loop never does mount work.  Merge, Refresh and Unmerge become jobs that run the
  * engine in a worker process (worker.c); they are queued and run one at a time in arrival
  * order (the engine's lock also serialises them against `sysextd --no-bus` and the boot
- * unit).  ListImages, which attaches and mounts images to read them, runs as one job of its
- * own beside the queue: at most one at a time, shared by every caller who asks while it runs,
- * and its answer is kept and given again while the images, the trusted certificates and the
- * host's release file are unchanged.  GetStatus and the properties read the journal and the
+ * unit).  Follow and Unfollow are jobs of the same queue: engine_follow() in a worker, on the
+ * PID of the caller's pidfd, which the job holds until it has run (checked again in the
+ * worker: a process that exited meanwhile is refused, never its PID's next owner).  After
+ * every transition job that succeeded, the followed namespaces it updated are read back and
+ * each whose update failed is announced with FollowFailed, before the caller's reply.
+ * ListImages, which attaches and mounts images to read them, runs as one job of its own beside
+ * the queue: at most one at a time, shared by every caller who asks while it runs, and its
+ * answer is kept and given again while the images, the trusted certificates and the host's
+ * release file are unchanged.  GetStatus and the properties read the journal and the
  * mount table in the bus process: they answer while a transition runs.
  *
  * After a transition the worker hands over the mounts of the images in the new tree; the
@@ -37,6 +42,7 @@
 #include "bus-api.h"
 #include "bus-service.h"
 #include "daemon.h"
+#include "fd-util.h"
 #include "image-json.h"
 #include "json-util.h"
 #include "kernel.h"
@@ -61,6 +67,7 @@ static void job_free(Job *j) {
                 (void) waitpid(j->pid, NULL, 0);
         }
         safe_close(j->fd);
+        safe_close(j->pidfd);
         for (size_t i = 0; i < j->n_requests; i++)
                 sd_bus_message_unref(j->requests[i]);
         free(j->requests);
@@ -73,7 +80,7 @@ static Job *job_new(Manager *m, JobType type, sd_bus_message *request) {
 
         if (!j)
                 return NULL;
-        *j = (Job) { .manager = m, .type = type, .fd = -EBADF };
+        *j = (Job) { .manager = m, .type = type, .fd = -EBADF, .pidfd = -EBADF };
         if (request) {
                 j->requests = malloc(sizeof(sd_bus_message *));
                 if (!j->requests) {
@@ -96,6 +103,7 @@ static int job_add_request(Job *j, sd_bus_message *request) {
 }
 
 static int manager_start_next(Manager *m);
+static int manager_queue_job(Manager *m, Job *j);
 static int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o);
 static void manager_update_idle(Manager *m);
 
@@ -185,6 +193,33 @@ static int run_transition(void *userdata, json_object *doc, int **ret_fds, size_
         return e->result.r;
 }
 
+/* Follow or Unfollow.  The pidfd is asked for its PID once more first: while the process lives
+ * its PID is not reused, so a process that exited since the call is refused here rather than
+ * its PID's next owner followed.  (engine_follow() looks the namespace up right after: a
+ * process would have to exit and its PID be taken again in between.) */
+static int run_follow(void *userdata, json_object *doc, int **ret_fds, size_t *ret_n_fds) {
+        Job *j = userdata;
+        Engine *e = j->manager->engine;
+        pid_t pid = 0;
+
+        if (pidfd_get_pid(j->pidfd, &pid) < 0 || pid != j->target) {
+                _cleanup_free_ char *msg = NULL;
+                EngineResult gone = { .r = -ESRCH, .error = ENGINE_ERROR_FAILED };
+
+                if (asprintf(&msg,
+                             j->follow ? "Process %i has exited; its mount namespace was not followed."
+                                       : "Process %i has exited; name another process in its mount namespace (one with no process left is no longer followed).",
+                             (int) j->target) < 0)
+                        msg = NULL;
+                gone.message = msg;
+                add_result(doc, &gone);
+                return gone.r;
+        }
+        (void) engine_follow(e, pid, j->follow, NULL);
+        add_result(doc, &e->result);
+        return e->result.r;
+}
+
 static int run_list(void *userdata, json_object *doc, int **ret_fds, size_t *ret_n_fds) {
         Job *j = userdata;
         Engine *e = j->manager->engine;
@@ -245,7 +280,7 @@ static int take_cache(Manager *m, Job *j) {
  * finished for some hierarchies only is then completed with a refresh (not when the worker
  * that died was such a refresh: no endless round of them). */
 static int manager_queue_recovery(Manager *m, bool complete) {
-        Job *j, **tail;
+        Job *j;
 
         if (m->exiting)
                 return 0;
@@ -256,11 +291,7 @@ static int manager_queue_recovery(Manager *m, bool complete) {
         j->options = (EngineOptions) ENGINE_OPTIONS_INIT;
         j->recovery = true;
         j->complete = complete;
-        for (tail = &m->queue; *tail; tail = &(*tail)->next)
-                ;
-        *tail = j;
-        manager_update_idle(m);
-        return manager_start_next(m);
+        return manager_queue_job(m, j);
 }
 
 /* After recovery (at the start, or a recovery job): the refresh that completes an incomplete
@@ -291,6 +322,12 @@ static void job_finish(Job *j) {
         if (!j->report.eof || !j->exited)
                 return;
 
+        /* A transition (or recovery) that succeeded updated the followed namespaces, each
+         * recording its error anew: the failed ones are announced before its caller hears that
+         * it ended. */
+        if (j->type == JOB_TRANSITION && doc_succeeded(doc))
+                bus_emit_follow_failed(m);
+
         for (size_t i = 0; i < j->n_requests; i++) {
                 if (!doc)
                         r = sd_bus_reply_method_errorf(j->requests[i], SYSEXTD_ERROR_FAILED,
@@ -301,23 +338,26 @@ static void job_finish(Job *j) {
                                                                                  : "0");
                 else if (j->type == JOB_TRANSITION)
                         r = bus_reply_transition(j->requests[i], doc);
+                else if (j->type == JOB_FOLLOW)
+                        r = bus_reply_follow(j->requests[i], doc);
                 else
                         r = bus_reply_list(j->requests[i], doc);
                 if (r < 0)
                         log_warning_errno(r, "Failed to send a reply: %m");
         }
 
-        if (j->type == JOB_TRANSITION) {
+        if (j->type != JOB_LIST) {
                 bool died = !doc, recovery = j->recovery, complete = j->complete;
+                bool transition = j->type == JOB_TRANSITION;
                 size_t n_requests = j->n_requests;
 
                 assert(m->queue == j);
                 /* A successful transition that probed images hands over the next cache
                  * (maybe empty, after unmerge); otherwise the tree did not change and neither
                  * does the cache. */
-                if (doc_succeeded(doc) && !recovery && take_cache(m, j) < 0)
+                if (transition && doc_succeeded(doc) && !recovery && take_cache(m, j) < 0)
                         log_warning("The worker's image cache could not be read; the next transition probes every image.");
-                if (doc) {
+                if (transition && doc) {
                         uint64_t generation = 0;
 
                         (void) json_get_u64(doc, "generation", &generation);
@@ -380,7 +420,8 @@ static int job_start(Job *j) {
         Manager *m = j->manager;
         int r;
 
-        r = worker_start(j->type == JOB_TRANSITION ? run_transition : run_list, j, &j->pid, &j->fd);
+        r = worker_start(j->type == JOB_TRANSITION ? run_transition : j->type == JOB_FOLLOW ? run_follow : run_list, j, &j->pid,
+                         &j->fd);
         if (r < 0)
                 return r;
         r = sd_event_add_io(m->event, &j->io_source, j->fd, EPOLLIN, on_worker_output, j);
@@ -392,6 +433,9 @@ static int job_start(Job *j) {
         if (j->type == JOB_TRANSITION)
                 (void) sd_notifyf(false, "STATUS=Running %s (generation %" PRIu64 ").", engine_verb_to_string(j->verb),
                                   m->generation);
+        else if (j->type == JOB_FOLLOW)
+                (void) sd_notifyf(false, "STATUS=%s the mount namespace of process %i.", j->follow ? "Following" : "Unfollowing",
+                                  (int) j->target);
         return 0;
 }
 
@@ -413,8 +457,19 @@ static int manager_start_next(Manager *m) {
         return 0;
 }
 
+/* Appends j to the queue (the head is the running job) and starts it if it is first. */
+static int manager_queue_job(Manager *m, Job *j) {
+        Job **tail;
+
+        for (tail = &m->queue; *tail; tail = &(*tail)->next)
+                ;
+        *tail = j;
+        manager_update_idle(m);
+        return manager_start_next(m);
+}
+
 static int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o) {
-        Job *j, **tail;
+        Job *j;
 
         if (m->exiting) {
                 if (request)
@@ -427,12 +482,24 @@ static int manager_queue_transition(Manager *m, sd_bus_message *request, EngineV
                 return -ENOMEM;
         j->verb = verb;
         j->options = *o;
-        /* Queue in arrival order; the head is the running job. */
-        for (tail = &m->queue; *tail; tail = &(*tail)->next)
-                ;
-        *tail = j;
-        manager_update_idle(m);
-        return manager_start_next(m);
+        return manager_queue_job(m, j);
+}
+
+static int manager_queue_follow(Manager *m, sd_bus_message *request, int pidfd, pid_t pid, bool follow) {
+        _cleanup_close_ int fd = pidfd;
+        Job *j;
+
+        if (m->exiting) {
+                (void) sd_bus_reply_method_errorf(request, SYSEXTD_ERROR_BUSY, "sysextd is shutting down; the request was not run.");
+                return 0;
+        }
+        j = job_new(m, JOB_FOLLOW, request);
+        if (!j)
+                return -ENOMEM;
+        j->pidfd = TAKE_FD(fd);
+        j->target = pid;
+        j->follow = follow;
+        return manager_queue_job(m, j);
 }
 
 static int manager_list_images(Manager *m, sd_bus_message *request) {
@@ -557,6 +624,7 @@ static void raise_fd_limit(void) {
 /* For the bus interface and the unit jobs, below the daemon (manager.h). */
 static const ManagerOps manager_ops = {
         .queue_transition = manager_queue_transition,
+        .queue_follow = manager_queue_follow,
         .list_images = manager_list_images,
         .update_idle = manager_update_idle,
         .exit_if_done = manager_exit_if_done,

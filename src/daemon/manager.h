@@ -26,6 +26,10 @@ typedef struct ManagerOps {
         /* Queues a transition (request NULL: one of the daemon's own); the request is answered
          * when it has run, or now when the daemon is going. */
         int (*queue_transition)(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o);
+        /* Queues a Follow (follow) or Unfollow of the mount namespace of the process of pidfd
+         * (taken, closed in every case), whose PID is pid, in the same queue: the request is
+         * answered when it has run, or now when the daemon is going. */
+        int (*queue_follow)(Manager *m, sd_bus_message *request, int pidfd, pid_t pid, bool follow);
         /* Answers a ListImages call: from the last listing while nothing changed, else from a
          * listing job (one at a time, shared). */
         int (*list_images)(Manager *m, sd_bus_message *request);
@@ -56,6 +60,7 @@ typedef struct SeenJob {
 
 typedef enum JobType {
         JOB_TRANSITION,
+        JOB_FOLLOW, /* Follow or Unfollow: engine_follow() in a worker, queued with the transitions */
         JOB_LIST,
 } JobType;
 
@@ -72,6 +77,11 @@ typedef struct Job {
         sd_bus_message **requests;
         size_t n_requests;
         uint64_t fingerprint; /* listing: of the images it looks at */
+        /* Follow or Unfollow: the caller's pidfd (held: while the process lives, its PID is not
+         * reused), that PID, and which of the two. */
+        int pidfd;
+        pid_t target;
+        bool follow;
 
         pid_t pid;
         int fd;
@@ -91,7 +101,7 @@ struct Manager {
         Engine *engine; /* read-only use in the bus process: status and properties */
         DaemonConfig dconfig;
 
-        Job *queue;    /* transitions, in arrival order; the head runs */
+        Job *queue;    /* transitions and Follow/Unfollow, in arrival order; the head runs */
         Job *listing;  /* the running ListImages job */
         /* The last listing's reply document and what it was made from: repeated ListImages
          * calls are answered from it while nothing changed. */

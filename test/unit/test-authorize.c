@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Which options of a transition need org.sysextd1.manage-unsafe, and the polkit details of a
- * call (authorize.h). */
+ * call, a transition's or Follow's and Unfollow's (authorize.h). */
 #include "authorize.h"
 #include "tests.h"
 #include "util.h"
@@ -162,6 +162,23 @@ int main(void) {
         o.classes = 1u << IMAGE_CLASS_CONFEXT;
         CHECK(authorize_unsafe(&c, &o) == 0);
         c.classes[IMAGE_CLASS_SYSEXT].policy = -1;
+
+        /* Follow and Unfollow: the verb and the process, nothing unsafe. */
+        {
+                char **d = NULL;
+
+                CHECK(authorize_follow_details(true, 4242, &d) == 0);
+                CHECK_STREQ(detail(d, "verb"), "follow");
+                CHECK_STREQ(detail(d, "pid"), "4242");
+                CHECK_STREQ(detail(d, "unsafe"), "");
+                CHECK(detail(d, "force") == NULL);
+                strv_free(d);
+                d = NULL;
+                CHECK(authorize_follow_details(false, 1, &d) == 0);
+                CHECK_STREQ(detail(d, "verb"), "unfollow");
+                CHECK_STREQ(detail(d, "pid"), "1");
+                strv_free(d);
+        }
 
         engine_config_done(&c);
         return tap_finish();

@@ -2,12 +2,51 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fd-util.h"
+#include "missing.h"
 #include "tests.h"
 #include "util.h"
+
+/* pidfd_get_pid(): the PID of a live process, "exited" once it is reaped, and no PID from an
+ * fd that is not a pidfd (a pipe, /proc/PID itself). */
+static void test_pidfd_get_pid(void) {
+        _cleanup_close_ int self = sys_pidfd_open(getpid(), 0), proc = -EBADF, child_fd = -EBADF;
+        int pipe_fds[2];
+        pid_t pid = 0, child;
+
+        if (self < 0) {
+                printf("# pidfd_open() is not available here (%s): pidfd_get_pid() not tested\n", strerror(errno));
+                return;
+        }
+        CHECK(pidfd_get_pid(self, &pid) == 0);
+        CHECK(pid == getpid());
+
+        CHECK(pipe2(pipe_fds, O_CLOEXEC) == 0);
+        CHECK(pidfd_get_pid(pipe_fds[0], &pid) == -EBADF);
+        safe_close(pipe_fds[0]);
+        safe_close(pipe_fds[1]);
+        proc = open("/proc/self", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(proc >= 0 && pidfd_get_pid(proc, &pid) == -EBADF);
+        CHECK(pidfd_get_pid(-EBADF, &pid) == -EBADF);
+
+        fflush(stdout);
+        child = fork();
+        if (child == 0) {
+                pause();
+                _exit(0);
+        }
+        CHECK(child > 0);
+        child_fd = sys_pidfd_open(child, 0);
+        CHECK(child_fd >= 0 && pidfd_get_pid(child_fd, &pid) == 0 && pid == child);
+        (void) kill(child, SIGKILL);
+        (void) waitpid(child, NULL, 0);
+        CHECK(pidfd_get_pid(child_fd, &pid) == -ESRCH);
+}
 
 /* openat_walk() is what runs where seccomp refuses openat2(): it must never be less strict
  * than RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS. */
@@ -19,6 +58,7 @@ int main(void) {
 
         if (!dir)
                 return 1;
+        test_pidfd_get_pid();
         dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0 || mkdirat(dfd, "a", 0755) < 0 || mkdirat(dfd, "a/b", 0755) < 0)
                 return 1;
