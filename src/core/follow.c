@@ -407,53 +407,89 @@ static int follow_enter(const FollowEntry *ctx) {
  * namespace itself. */
 static int carry_children(FollowInput *in, size_t n, MountChildren *children, char paths[][PATH_MAX],
                           const FollowEntry *ctx, FollowOutcome *out) {
+        int clones[HIERARCHIES_MAX][64], n_clones[HIERARCHIES_MAX] = {};
         _cleanup_close_ int root = -EBADF;
+        size_t failed = SIZE_MAX;
         int r = 0;
 
-        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0)
+        /* Each mount below must be one its owner lets be copied: an unbindable one is refused
+         * here, as on the host.  (Asked in the namespace itself: its copy made below is no
+         * longer unbindable.) */
+        root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root < 0)
+                return negative_errno();
+        for (size_t i = 0; i < n; i++)
+                for (size_t c = 0; in[i].tree_fd >= 0 && c < children[i].n; c++) {
+                        int probe = open_tree(root, children[i].children[c].path + 1,
+                                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+                        if (probe < 0) {
+                                r = negative_errno();
+                                snprintf(out[i].message, sizeof(out[i].message), "%s: the mount %s there cannot be carried over: %s",
+                                         in[i].rel, children[i].children[c].path,
+                                         r == -EINVAL ? "it is unbindable, or not a mount sysextd may copy" : strerror(-r));
+                                return r;
+                        }
+                        safe_close(probe);
+                }
+        root = safe_close(root);
+
+        if (unshare(CLONE_NEWNS) < 0)
                 return negative_errno();
         root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (root < 0)
                 return negative_errno();
+        /* The mounts below are cloned as they are, before anything changes in the copy. */
+        for (size_t i = 0; i < n && r >= 0; i++)
+                for (size_t c = 0; in[i].tree_fd >= 0 && c < children[i].n && r >= 0; c++) {
+                        if (n_clones[i] >= (int) ELEMENTSOF(clones[i])) {
+                                r = -E2BIG;
+                                failed = i;
+                                break;
+                        }
+                        clones[i][n_clones[i]] = open_tree(root, children[i].children[c].path + 1,
+                                                           OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
+                        if (clones[i][n_clones[i]] < 0) {
+                                r = negative_errno();
+                                failed = i;
+                        } else
+                                n_clones[i]++;
+                }
+        /* Nothing done in the copy from here on reaches the namespace. */
+        if (r >= 0 && mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0)
+                r = negative_errno();
         for (size_t i = 0; i < n && r >= 0; i++) {
-                int clones[64], n_clones = 0, whole;
+                int whole;
 
                 if (in[i].tree_fd < 0 || children[i].n == 0)
                         continue;
-                for (size_t c = 0; c < children[i].n && r >= 0; c++) {
-                        if (n_clones >= (int) ELEMENTSOF(clones)) {
-                                r = -E2BIG;
-                                break;
-                        }
-                        clones[n_clones] = open_tree(root, children[i].children[c].path + 1,
-                                                     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
-                        if (clones[n_clones] < 0)
-                                r = negative_errno();
-                        else
-                                n_clones++;
-                }
-                if (r >= 0 && move_mount(in[i].tree_fd, "", root, in[i].rel, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                failed = i;
+                if (move_mount(in[i].tree_fd, "", root, in[i].rel, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
                         r = negative_errno();
-                for (int c = 0; c < n_clones; c++) {
-                        if (r >= 0 && move_mount(clones[c], "", root, children[i].children[c].path + 1, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                                r = negative_errno();
-                        safe_close(clones[c]);
+                        break;
                 }
-                if (r >= 0) {
-                        whole = open_tree(root, in[i].rel, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-                        if (whole < 0)
+                for (int c = 0; c < n_clones[i] && r >= 0; c++)
+                        if (move_mount(clones[i][c], "", root, children[i].children[c].path + 1, MOVE_MOUNT_F_EMPTY_PATH) < 0)
                                 r = negative_errno();
-                        else {
-                                safe_close(in[i].tree_fd);
-                                in[i].tree_fd = whole;
-                        }
-                }
                 if (r < 0)
-                        snprintf(out[i].message, sizeof(out[i].message), "%s: the mounts below %s there cannot be carried over: %s",
-                                 in[i].rel, paths[i], strerror(-r));
+                        break;
+                whole = open_tree(root, in[i].rel, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+                if (whole < 0) {
+                        r = negative_errno();
+                        break;
+                }
+                safe_close(in[i].tree_fd);
+                in[i].tree_fd = whole;
         }
-        if (r < 0)
+        for (size_t i = 0; i < n; i++)
+                for (int c = 0; c < n_clones[i]; c++)
+                        safe_close(clones[i][c]);
+        if (r < 0) {
+                if (failed < n)
+                        snprintf(out[failed].message, sizeof(out[failed].message),
+                                 "%s: the mounts below %s there cannot be carried over: %s", in[failed].rel, paths[failed],
+                                 strerror(-r));
                 return r;
+        }
         /* Back into the namespace; the copy goes with its last process. */
         return follow_enter(ctx);
 }

@@ -117,7 +117,7 @@ start_container() {
 stop_container() {
 	if [[ -n "$CPID" ]]; then
 		kill -KILL "$CPID" 2>/dev/null
-		wait "$CPID" 2>/dev/null
+		wait "$CPID" 2>/dev/null || true
 		CPID=
 	fi
 	umount -R -l "$WORK/ctr" 2>/dev/null
@@ -288,7 +288,12 @@ assert_contains "$(follows_line "$OUT")" "process $CPID " "the Follows line as n
 check "Follow with a file descriptor that is not a pidfd: InvalidArgs"
 run_bctl call org.sysextd1 /org/sysextd1 org.sysextd1.Manager Follow h 0 </dev/null
 assert_failed "Follow with /dev/null"
-assert_contains "$ERR" "takes a pidfd" "busctl's error for Follow with /dev/null"
+if [[ $ERR == *"UNIX file descriptor not supported as type"* ]]; then
+	# busctl before systemd 254 cannot send one; the client test below covers the method.
+	log "this busctl cannot pass a file descriptor; not checked with busctl"
+else
+	assert_contains "$ERR" "takes a pidfd" "busctl's error for Follow with /dev/null"
+fi
 
 check "follow of a PID with no process: one line naming it"
 sleep 0 &
