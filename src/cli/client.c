@@ -457,5 +457,7 @@ int client_run(const char *verb, const char *root, char *const *pids, const Engi
                 return follow(bus, pids, streq(verb, "follow"));
         if (streq(verb, "list"))
                 return list(bus, o, out);
+        if (streq(verb, "commit"))
+                return log_error_errno(-EOPNOTSUPP, "'commit' through the daemon is not available yet; use --no-bus.");
         return status(bus, o, out);
 }
