@@ -1217,6 +1217,8 @@ int engine_commit(Engine *e, pid_t pid, const char *unit) {
         }
         r = moved;
 finish:
+        if (r >= 0 && changed)
+                update_followers(e, &j); /* the host's trees changed: the followed namespaces get them */
         hierarchy_states_free(states, n);
         engine_unlock(e);
         e->result.r = r;
