@@ -35,6 +35,9 @@ static int append_options(sd_bus_message *m, const EngineOptions *o) {
                 r = sd_bus_message_append(m, "{sv}", "noexec", "b", o->noexec > 0);
         if (r >= 0 && o->policy >= 0)
                 r = sd_bus_message_append(m, "{sv}", "image-policy", "s", image_policy_to_string(o->policy));
+        if (r >= 0 && o->delay_usec != ENGINE_DELAY_CONFIG)
+                r = sd_bus_message_append(m, "{sv}", "delay", "t",
+                                          o->delay_usec == ENGINE_DELAY_DEFAULT ? UINT64_MAX : o->delay_usec / 1000000ULL);
         for (int k = 0; r >= 0 && k < _IMAGE_CLASS_MAX; k++) {
                 if ((o->classes & (1u << k)))
                         r = sd_bus_message_append(m, "{sv}", "class", "s", image_class_to_string(k));
