@@ -303,6 +303,20 @@ uint64_t now_realtime_usec(void) {
         return (uint64_t) ts.tv_sec * 1000000ULL + ts.tv_nsec / 1000;
 }
 
+int parse_seconds(const char *s, uint64_t max_usec, uint64_t *ret_usec) {
+        unsigned long long v;
+        char *end;
+
+        if (!s || !(*s >= '0' && *s <= '9'))
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno || *end || v > max_usec / 1000000ULL)
+                return -EINVAL;
+        *ret_usec = (uint64_t) v * 1000000ULL;
+        return 0;
+}
+
 uint64_t now_monotonic_usec(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -46,6 +46,9 @@ int mkdir_p_at(int dir_fd, const char *path, mode_t mode);
 int version_compare(const char *a, const char *b);
 
 uint64_t now_realtime_usec(void);
+/* A whole number of seconds ("300"), in µs, at most max_usec: -EINVAL otherwise (no sign, no
+ * unit, no spaces). */
+int parse_seconds(const char *s, uint64_t max_usec, uint64_t *ret_usec);
 uint64_t now_monotonic_usec(void);
 char *format_timestamp(uint64_t usec); /* "Thu 2026-12-03 08:30:00 UTC" */
 

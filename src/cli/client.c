@@ -35,6 +35,9 @@ static int append_options(sd_bus_message *m, const EngineOptions *o) {
                 r = sd_bus_message_append(m, "{sv}", "noexec", "b", o->noexec > 0);
         if (r >= 0 && o->policy >= 0)
                 r = sd_bus_message_append(m, "{sv}", "image-policy", "s", image_policy_to_string(o->policy));
+        if (r >= 0 && o->delay_usec != ENGINE_DELAY_CONFIG)
+                r = sd_bus_message_append(m, "{sv}", "delay", "t",
+                                          o->delay_usec == ENGINE_DELAY_DEFAULT ? UINT64_MAX : o->delay_usec / 1000000ULL);
         for (int k = 0; r >= 0 && k < _IMAGE_CLASS_MAX; k++) {
                 if ((o->classes & (1u << k)))
                         r = sd_bus_message_append(m, "{sv}", "class", "s", image_class_to_string(k));
@@ -457,5 +460,7 @@ int client_run(const char *verb, const char *root, char *const *pids, const Engi
                 return follow(bus, pids, streq(verb, "follow"));
         if (streq(verb, "list"))
                 return list(bus, o, out);
+        if (streq(verb, "commit"))
+                return log_error_errno(-EOPNOTSUPP, "'commit' through the daemon is not available yet; use --no-bus.");
         return status(bus, o, out);
 }

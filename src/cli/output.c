@@ -109,8 +109,38 @@ json_object *output_status_json(const EngineStatus *s) {
         json_object_object_add(o, "skipped", sk);
         json_object_object_add(o, "images", im);
         json_object_object_add(o, "followed", output_followers_json(&s->followers));
+        if (s->delay_deadline > 0)
+                json_object_object_add(o, "delayed", output_delayed_json(s));
         make_strings_safe(o);
         return o;
+}
+
+static json_object *namespaces_json(const DelayNamespace *l, size_t n) {
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; a && i < n; i++) {
+                json_object *e = json_object_new_object();
+
+                json_object_object_add(e, "namespace", json_object_new_uint64(l[i].ns));
+                json_object_object_add(e, "pid", json_object_new_int(l[i].pid));
+                json_object_object_add(e, "unit", json_new_string_or_null(l[i].unit));
+                json_object_array_add(a, e);
+        }
+        return a;
+}
+
+json_object *output_delayed_json(const EngineStatus *s) {
+        json_object *d = json_object_new_object();
+        _cleanup_free_ char *since = since_string(s->delayed_since), *deadline = since_string(s->delay_deadline);
+
+        json_object_object_add(d, "generation", json_object_new_uint64(s->delayed_generation));
+        json_object_object_add(d, "since", json_new_string_or_null(since));
+        json_object_object_add(d, "since_usec", json_object_new_uint64(s->delayed_since));
+        json_object_object_add(d, "deadline", json_new_string_or_null(deadline));
+        json_object_object_add(d, "deadline_usec", json_object_new_uint64(s->delay_deadline));
+        json_object_object_add(d, "old", namespaces_json(s->delayed.old, s->delayed.n_old));
+        json_object_object_add(d, "new", namespaces_json(s->delayed.new, s->delayed.n_new));
+        return d;
 }
 
 json_object *output_followers_json(const FollowerList *l) {
@@ -233,7 +263,25 @@ static void output_status_text(json_object *status, bool legend) {
         printf("Mode: %s (generation %s)%s%s, ownership proven by %s\n", strna(get_str(status, "mode")),
                strna(get_str(status, "generation")), get_str(status, "policy") ? ", image policy " : "",
                strempty(get_str(status, "policy")), strna(get_str(status, "ownership_proof")));
-        if (get_bool(status, "pending"))
+        if (json_object_object_get_ex(status, "delayed", &sk) && sk) {
+                static const char *const which[2] = { "old", "new" };
+
+                printf("Delayed: the transition to generation %s waits since %s, until %s (sysextd commit commits it now).\n",
+                       strna(get_str(sk, "generation")), strna(get_str(sk, "since")), strna(get_str(sk, "deadline")));
+                for (int w = 0; w < 2; w++) {
+                        json_object *l;
+
+                        if (!json_object_object_get_ex(sk, which[w], &l))
+                                continue;
+                        for (size_t i = 0; i < json_object_array_length(l); i++) {
+                                json_object *x = json_object_array_get_idx(l, i);
+                                const char *unit = get_str(x, "unit");
+
+                                printf("  %s trees: mount namespace %s, process %s%s%s%s\n", which[w], strna(get_str(x, "namespace")),
+                                       strna(get_str(x, "pid")), unit ? " (" : "", strempty(unit), unit ? ")" : "");
+                        }
+                }
+        } else if (get_bool(status, "pending"))
                 printf("A transition is running, or was interrupted (it is resolved by the next command).\n");
         if (get_bool(status, "incomplete"))
                 printf("An interrupted transition was finished for some hierarchies only; run 'sysextd refresh'.\n");

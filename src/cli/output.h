@@ -11,6 +11,9 @@
 json_object *output_list_json(const ImageList *l);
 /* The followed namespaces, for status (in process, or from the daemon's ListFollowed reply). */
 json_object *output_followers_json(const FollowerList *l);
+/* The "delayed" object of a status document: the delayed transition's generation, since and
+ * deadline (text and µs), and the mount namespaces on its old and on its new trees. */
+json_object *output_delayed_json(const EngineStatus *s);
 json_object *output_status_json(const EngineStatus *s);
 
 typedef enum OutputFormat {

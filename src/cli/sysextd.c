@@ -27,6 +27,8 @@ typedef struct Args {
         const char *config;
         const char *verb;
         char **pids; /* follow, unfollow */
+        pid_t commit_pid;      /* commit --pid= */
+        const char *commit_unit; /* commit --unit= */
         bool no_bus;
         EngineOptions options;
         OutputOptions output;
@@ -45,6 +47,7 @@ static void help(void) {
                "  unmerge                 Remove the merged extensions\n"
                "  follow PID...           Make the mount namespaces of these processes follow the host\n"
                "  unfollow PID...         Stop that; the base shows there again\n"
+               "  commit                  Commit a delayed transition in every mount namespace\n"
                "  daemon                  Run the D-Bus service org.sysextd1\n\n"
                "Options:\n"
                "  -h --help               Show this help\n"
@@ -62,6 +65,11 @@ static void help(void) {
                "                          Do not skip a refresh when nothing changed\n"
                "     --strict             Fail when any image is refused instead of skipping it\n"
                "     --no-reload          Do not reload the service manager or restart units\n"
+               "     --delay[=SECONDS]    Delay the switch: every namespace keeps the old trees\n"
+               "                          until it commits or the delay ends (default: Delay=,\n"
+               "                          else 300)\n"
+               "     --pid=PID            commit: only the mount namespace of this process\n"
+               "     --unit=UNIT          commit: only the mount namespaces of this unit's processes\n"
                "     --json=FORMAT        pretty, short (systemd-sysext's form) or off; --json alone:\n"
                "                          sysextd's documents\n"
                "     --no-pager           Do not pipe output into a pager (there is none)\n"
@@ -86,6 +94,9 @@ static int parse_args(int argc, char **argv, Args *a) {
                 ARG_NO_PAGER,
                 ARG_NO_LEGEND,
                 ARG_IMAGE_POLICY,
+                ARG_DELAY,
+                ARG_PID,
+                ARG_UNIT,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -104,6 +115,9 @@ static int parse_args(int argc, char **argv, Args *a) {
                 { "no-pager", no_argument, NULL, ARG_NO_PAGER },
                 { "no-legend", no_argument, NULL, ARG_NO_LEGEND },
                 { "image-policy", required_argument, NULL, ARG_IMAGE_POLICY },
+                { "delay", optional_argument, NULL, ARG_DELAY },
+                { "pid", required_argument, NULL, ARG_PID },
+                { "unit", required_argument, NULL, ARG_UNIT },
                 {},
         };
         bool mutable_help = false;
@@ -208,6 +222,39 @@ static int parse_args(int argc, char **argv, Args *a) {
                         }
                         a->options.policy = k;
                         break;
+                case ARG_DELAY:
+                        if (!optarg)
+                                a->options.delay_usec = ENGINE_DELAY_DEFAULT;
+                        else if (parse_seconds(optarg, JOURNAL_DELAY_MAX_USEC, &a->options.delay_usec) < 0) {
+                                _cleanup_free_ char *safe = NULL;
+                                log_error("Failed to parse argument to --delay=: %s (a number of seconds, at most a year; 0: no delay).",
+                                          string_safe(optarg, &safe));
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_PID: {
+                        char *end;
+                        long pid;
+
+                        errno = 0;
+                        pid = strtol(optarg, &end, 10);
+                        if (errno || *end || end == optarg || pid <= 0 || pid > INT32_MAX) {
+                                _cleanup_free_ char *safe = NULL;
+                                log_error("'%s' is not a process ID.", string_safe(optarg, &safe));
+                                return -EINVAL;
+                        }
+                        a->commit_pid = (pid_t) pid;
+                        break;
+                }
+                case ARG_UNIT:
+                        if (isempty(optarg) || strchr(optarg, '/') || !utf8_is_valid(optarg) || string_has_control(optarg) ||
+                            strlen(optarg) > 255) {
+                                _cleanup_free_ char *safe = NULL;
+                                log_error("'%s' is not a unit name.", string_safe(optarg, &safe));
+                                return -EINVAL;
+                        }
+                        a->commit_unit = optarg;
+                        break;
                 default:
                         return -EINVAL;
                 }
@@ -225,7 +272,7 @@ static int parse_args(int argc, char **argv, Args *a) {
                 help();
                 return 0;
         }
-        if (!STR_IN_SET(a->verb, "merge", "refresh", "unmerge", "list", "status", "daemon", "follow", "unfollow")) {
+        if (!STR_IN_SET(a->verb, "merge", "refresh", "unmerge", "list", "status", "daemon", "follow", "unfollow", "commit")) {
                 log_error("Unknown command '%s'. See 'sysextd --help'.", a->verb);
                 return -EINVAL;
         }
@@ -251,6 +298,18 @@ static int parse_args(int argc, char **argv, Args *a) {
         }
         if (optind < argc) {
                 log_error("Too many arguments: '%s' after '%s'.", argv[optind], a->verb);
+                return -EINVAL;
+        }
+        if ((a->commit_pid > 0 || a->commit_unit) && !streq(a->verb, "commit")) {
+                log_error("--pid= and --unit= go with 'commit'.");
+                return -EINVAL;
+        }
+        if (a->commit_pid > 0 && a->commit_unit) {
+                log_error("--pid= and --unit= exclude each other.");
+                return -EINVAL;
+        }
+        if (a->options.delay_usec != ENGINE_DELAY_CONFIG && !STR_IN_SET(a->verb, "merge", "refresh", "unmerge")) {
+                log_error("--delay goes with merge, refresh and unmerge.");
                 return -EINVAL;
         }
         /* Installed under systemd's names (a symlink systemd-confext -> sysextd), the command
@@ -288,8 +347,8 @@ static int local_transition(Engine *e, EngineVerb verb, const EngineOptions *o, 
         (void) sigprocmask(SIG_BLOCK, &ss, &old);
         r = engine_transition(e, verb, o);
         if (r >= 0 && out->format == OUTPUT_JSON)
-                printf("{\"generation\":%llu,\"changed\":%s}\n", (unsigned long long) e->result.generation,
-                       e->result.changed ? "true" : "false");
+                printf("{\"generation\":%llu,\"changed\":%s%s}\n", (unsigned long long) e->result.generation,
+                       e->result.changed ? "true" : "false", e->result.delayed ? ",\"delayed\":true" : "");
         fflush(stdout);
         (void) sigprocmask(SIG_SETMASK, &old, NULL);
 
@@ -319,6 +378,23 @@ static int run_local(const Args *a, EngineConfig *config) {
                                 ret = r;
                 }
                 return ret;
+        }
+        if (streq(a->verb, "commit")) {
+                sigset_t ss, old;
+
+                /* As a transition: never cut in the middle. */
+                sigemptyset(&ss);
+                sigaddset(&ss, SIGINT);
+                sigaddset(&ss, SIGTERM);
+                sigaddset(&ss, SIGHUP);
+                (void) sigprocmask(SIG_BLOCK, &ss, &old);
+                r = engine_commit(e, a->commit_pid, a->commit_unit);
+                if (r >= 0 && a->output.format == OUTPUT_JSON)
+                        printf("{\"generation\":%llu,\"changed\":%s}\n", (unsigned long long) e->result.generation,
+                               r > 0 ? "true" : "false");
+                fflush(stdout);
+                (void) sigprocmask(SIG_SETMASK, &old, NULL);
+                return r < 0 ? r : 0;
         }
         if (streq(a->verb, "list")) {
                 _cleanup_image_list_ ImageList l = {};

@@ -4,7 +4,9 @@
  *
  *   1. lock run/sysextd/lock; load the journal and the tree records
  *   2. inspect each hierarchy: the stack of mounts at it, which of them are ours (tree.h)
- *   3. recover (recover.c): a pending record left by a crash, stacks others disturbed
+ *   3. recover (recover.c): a pending record left by a crash, stacks others disturbed; a
+ *      delayed transition is committed first (a new transition never waits beneath one
+ *      that is still delayed: at most two trees of ours per hierarchy)
  *   4. merge, refresh: the mutable set-up of each hierarchy (mutable.c), then discover and
  *      probe the images of every class the call covers (sysext, confext)
  *   5. plan (plan.c, pure): per hierarchy build, base, detach or keep, or refuse; create the
@@ -26,6 +28,7 @@
 #include <sys/stat.h>
 
 #include "base.h"
+#include "delay.h"
 #include "engine.h"
 #include "execute.h"
 #include "fd-util.h"
@@ -245,8 +248,16 @@ static int check_namespace(Engine *e, const Journal *j) {
         return 0;
 }
 
-static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t *n, bool *ret_changed) {
+/* What recovery does with a delayed transition (recover.c). */
+typedef enum DelayCommit {
+        DELAY_COMMIT_IF_DUE, /* once its deadline has passed */
+        DELAY_COMMIT_FIRST,  /* now: a new transition is about to run */
+        DELAY_COMMIT_NOW,    /* now: sysextd commit */
+} DelayCommit;
+
+static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t *n, bool *ret_changed, DelayCommit how) {
         TransitionContext ctx;
+        uint64_t committed = 0;
         int r;
 
         r = load_journal(e, e->journal_fd, j);
@@ -259,7 +270,18 @@ static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t
         if (r < 0)
                 return r;
         ctx = step_context(e);
-        return recover_run(&ctx, j, *states, *n, ret_changed);
+        ctx.commit_delayed = how != DELAY_COMMIT_IF_DUE;
+        ctx.committed_delayed = &committed;
+        r = recover_run(&ctx, j, *states, *n, ret_changed);
+        if (r >= 0 && committed > 0) {
+                if (how == DELAY_COMMIT_FIRST)
+                        log_info("Committed the delayed transition of generation %" PRIu64 " first.", committed);
+                else if (how == DELAY_COMMIT_NOW)
+                        log_info("Committed the delayed transition of generation %" PRIu64 ".", committed);
+                else
+                        log_info("The delay of the transition of generation %" PRIu64 " has ended; committed it.", committed);
+        }
+        return r;
 }
 
 /* The namespaces that follow the host (follow.h) get what it shows now.  Under the lock, with
@@ -296,7 +318,7 @@ int engine_recover(Engine *e) {
         engine_result_done(&e->result);
         r = engine_lock(e);
         if (r >= 0)
-                r = recover_locked(e, &j, &states, &n, &changed);
+                r = recover_locked(e, &j, &states, &n, &changed, DELAY_COMMIT_IF_DUE);
         if (r >= 0)
                 update_followers(e, &j);
         hierarchy_states_free(states, n);
@@ -827,9 +849,9 @@ static int gather_images(Engine *e, const EngineOptions *o, const Journal *j, co
  * still has the images merged until now, and kept only when the transition changed a tree. */
 static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal *j, HierarchyState *states,
                     const PlanHierarchy *views, const Plan *plan, ImageList *images, MutableSetup *mutables,
-                    bool *ret_changed) {
+                    uint64_t delay, bool *ret_changed) {
         static const ImageList none = {};
-        ExecuteOptions xo = { .classes = covered_classes(o), .mutables = mutables };
+        ExecuteOptions xo = { .classes = covered_classes(o), .mutables = mutables, .delay_usec = delay };
         TransitionContext ctx = step_context(e);
         UnitActions units = {};
         int r;
@@ -852,6 +874,37 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
         return r;
 }
 
+uint64_t engine_delay_usec(const EngineConfig *c, const EngineOptions *o) {
+        if (!o || o->delay_usec == ENGINE_DELAY_CONFIG)
+                return c->delay_usec;
+        if (o->delay_usec == ENGINE_DELAY_DEFAULT)
+                return c->delay_usec > 0 ? c->delay_usec : ENGINE_DELAY_FALLBACK_USEC;
+        return o->delay_usec;
+}
+
+/* A delayed transition: refused, before anything changes, where it cannot be delayed. */
+static int check_delay(Engine *e, const EngineOptions *o, EngineVerb verb, const HierarchyState *states,
+                       const PlanHierarchy *views, size_t n) {
+        if (!kernel_has_mount_beneath())
+                return engine_fail(e, ENGINE_ERROR_FAILED, EOPNOTSUPP,
+                                   "This kernel cannot mount beneath (MOVE_MOUNT_BENEATH needs Linux 6.5): a transition cannot be delayed. Nothing was changed.");
+        for (size_t i = 0; i < n; i++) {
+                MutableMode m = engine_class_mutable(&e->config, o, views[i].klass);
+
+                if (views[i].skip)
+                        continue;
+                if (views[i].view.live && views[i].view.live->writable)
+                        return engine_fail(e, ENGINE_ERROR_FAILED, EBUSY,
+                                           "Cannot delay the transition of %s: its tree is writable (mutable mode), and a writable tree cannot be delayed (two writable overlays must not share an upper directory). Nothing was changed.",
+                                           states[i].path);
+                if (verb != ENGINE_UNMERGE && m != MUTABLE_NO && m != MUTABLE_AUTO)
+                        return engine_fail(e, ENGINE_ERROR_FAILED, EBUSY,
+                                           "Cannot delay the transition of %s: its new tree would be writable (--mutable=%s), and writable trees cannot be delayed. Nothing was changed.",
+                                           states[i].path, mutable_mode_to_string(m));
+        }
+        return 0;
+}
+
 static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o) {
         _cleanup_image_list_ ImageList images = {};
         _cleanup_journal_ Journal j = {};
@@ -860,6 +913,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         MutableSetup mutables[HIERARCHIES_MAX];
         HierarchyState *states = NULL;
         size_t n = 0;
+        uint64_t delay = 0;
         bool strict = o->strict || e->config.strict;
         bool recovered = false, changed = false, unchanged = false, any_live = false;
         uint64_t stamp = 0;
@@ -869,7 +923,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 mutables[i] = (MutableSetup) { .dir_fd = -EBADF, .parent_fd = -EBADF };
 
         /* 1-3. */
-        r = recover_locked(e, &j, &states, &n, &recovered);
+        r = recover_locked(e, &j, &states, &n, &recovered, DELAY_COMMIT_FIRST);
         if (r < 0)
                 goto finish;
         if (e->recovery_waits) {
@@ -880,6 +934,19 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         r = analyze_hierarchies(e, o, &j, states, n, &views, &any_live);
         if (r < 0)
                 goto finish;
+        if (journal_delayed(&j)) {
+                /* Not committed: a foreign mount covers it, or a detach failed (logged). */
+                r = engine_fail(e, ENGINE_ERROR_BUSY, EBUSY,
+                                "The delayed transition of generation %" PRIu64 " could not be committed first; nothing was changed.",
+                                j.pending_generation);
+                goto finish;
+        }
+        delay = engine_delay_usec(&e->config, o);
+        if (delay > 0) {
+                r = check_delay(e, o, verb, states, views, n);
+                if (r < 0)
+                        goto finish;
+        }
 
         {
                 _cleanup_(plan_done) Plan early = {};
@@ -903,6 +970,13 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 r = prepare_mutables(e, o, states, n, views, mutables, &j);
                 if (r < 0)
                         goto finish;
+                for (size_t i = 0; delay > 0 && i < n; i++)
+                        if (!views[i].skip && (mutables[i].d.upper != MUTABLE_UPPER_NONE || mutables[i].d.import_dir)) {
+                                r = engine_fail(e, ENGINE_ERROR_FAILED, EBUSY,
+                                                "Cannot delay the transition of %s: its new tree would be writable (mutable mode), and writable trees cannot be delayed. Nothing was changed.",
+                                                states[i].path);
+                                goto finish;
+                        }
                 r = gather_images(e, o, &j, mutables, n, verb, any_live, &images, &stamp, &unchanged);
                 if (r < 0)
                         goto finish;
@@ -958,11 +1032,13 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         /* 6. */
         r = stop_if_requested(e);
         if (r >= 0)
-                r = run_plan(e, verb, o, &j, states, views, &plan, &images, mutables, &changed);
+                r = run_plan(e, verb, o, &j, states, views, &plan, &images, mutables, delay, &changed);
 
 finish:
         e->result.changed = recovered || changed;
         e->result.recovered = recovered;
+        if (r < 0)
+                e->result.delayed = false;
         e->result.generation = j.generation;
         if (r >= 0)
                 update_followers(e, &j);
@@ -988,7 +1064,9 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
         engine_facts_close(e);
         /* Images that ship units: the running system's service manager, once the trees are in
          * place and the lock is given back (never for another root, never with --no-reload). */
-        if (r > 0 && !(o && o->no_reload) && streq(e->root, "/"))
+        /* A delayed transition: the units follow its commit, not its start (left to the
+         * administrator: sysextd(8), DELAYED UPDATES). */
+        if (r > 0 && !e->result.delayed && !(o && o->no_reload) && streq(e->root, "/"))
                 (void) unit_actions_run(&e->units);
         if (r < 0 && !e->result.message)
                 engine_fail(e, ENGINE_ERROR_FAILED, r, "Transition failed: %m");
@@ -1004,7 +1082,149 @@ void engine_status_done(EngineStatus *s) {
         free(s->hierarchies);
         journal_done(&s->journal);
         follower_list_done(&s->followers);
+        delay_scan_done(&s->delayed);
         *s = (EngineStatus) {};
+}
+
+/* The hierarchies of a delayed transition as delay.h sees them (the paths point into states). */
+static int delay_hierarchies(Journal *j, const HierarchyState *states, size_t n, DelayHierarchy *ret, size_t *ret_n) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < j->n_transitions; i++) {
+                const JournalTransition *t = &j->transitions[i];
+                const Tree *old = tree_list_find(&j->trees, t->old_tree), *new_tree = tree_list_find(&j->trees, t->new_tree);
+                const HierarchyState *h = NULL;
+
+                for (size_t x = 0; x < n; x++)
+                        if (streq(states[x].name, t->hierarchy))
+                                h = &states[x];
+                if (!h || !old || (t->new_tree && !new_tree))
+                        continue; /* nothing of ours to wait on there */
+                if (k >= HIERARCHIES_MAX * _IMAGE_CLASS_MAX)
+                        return -E2BIG;
+                ret[k++] = (DelayHierarchy) {
+                        .path = h->path,
+                        .old_dev = old->dev,
+                        .new_dev = new_tree ? new_tree->dev : 0,
+                        .has_new = new_tree,
+                };
+        }
+        *ret_n = k;
+        return 0;
+}
+
+int engine_commit(Engine *e, pid_t pid, const char *unit) {
+        _cleanup_journal_ Journal j = {};
+        _cleanup_free_ pid_t *pids = NULL;
+        HierarchyState *states = NULL;
+        size_t n = 0, n_pids = 0, n_dh = 0;
+        DelayHierarchy dh[HIERARCHIES_MAX * _IMAGE_CLASS_MAX];
+        bool changed = false, host = pid <= 0 && !unit, moved = false;
+        uint64_t own = 0;
+        int r;
+
+        engine_result_done(&e->result);
+        r = engine_lock(e);
+        if (r >= 0)
+                r = recover_locked(e, &j, &states, &n, &changed, host ? DELAY_COMMIT_NOW : DELAY_COMMIT_IF_DUE);
+        if (r < 0)
+                goto finish;
+        if (host) {
+                if (journal_delayed(&j))
+                        r = engine_fail(e, ENGINE_ERROR_BUSY, EBUSY,
+                                        "The delayed transition of generation %" PRIu64 " could not be committed (see above); it stays delayed.",
+                                        j.pending_generation);
+                else
+                        r = changed;
+                if (r == 0) {
+                        e->result.message = strdup("No transition is delayed; nothing to commit.");
+                        log_info("No transition is delayed under %s; nothing to commit.", e->root);
+                }
+                goto finish;
+        }
+        if (!journal_delayed(&j)) {
+                e->result.message = strdup("No transition is delayed; nothing to commit.");
+                log_info("No transition is delayed under %s; nothing to commit.", e->root);
+                r = changed;
+                goto finish;
+        }
+        if (unit) {
+                _cleanup_free_ char *safe = NULL;
+
+                r = delay_pids_of_unit(unit, &pids, &n_pids);
+                if (r < 0) {
+                        r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to find the processes of %s: %m", string_safe(unit, &safe));
+                        goto finish;
+                }
+                if (n_pids == 0) {
+                        r = engine_fail(e, ENGINE_ERROR_FAILED, ESRCH, "No process of unit %s runs.", string_safe(unit, &safe));
+                        goto finish;
+                }
+        } else {
+                pids = calloc(1, sizeof(pid_t));
+                if (!pids) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
+                pids[n_pids++] = pid;
+        }
+        r = mount_namespace_id(&own);
+        if (r >= 0)
+                r = delay_hierarchies(&j, states, n, dh, &n_dh);
+        if (r < 0) {
+                r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to prepare the commit: %m");
+                goto finish;
+        }
+        for (size_t i = 0; i < n_pids; i++) {
+                _cleanup_free_ char *msg = NULL;
+                uint64_t ns;
+
+                r = delay_namespace_of(pids[i], &ns);
+                if (r < 0) {
+                        r = engine_fail(e, ENGINE_ERROR_FAILED, r, "No such process: %i.", (int) pids[i]);
+                        goto finish;
+                }
+                if (ns == own) {
+                        /* The host's own namespace: its commit is everyone's. */
+                        TransitionContext ctx = step_context(e);
+                        uint64_t committed = 0;
+                        bool c = false;
+
+                        ctx.commit_delayed = true;
+                        ctx.committed_delayed = &committed;
+                        r = recover_run(&ctx, &j, states, n, &c);
+                        if (r < 0)
+                                goto finish;
+                        if (committed > 0)
+                                log_info("Process %i is in sysextd's own mount namespace: committed the delayed transition of generation %" PRIu64 " for every namespace.",
+                                         (int) pids[i], committed);
+                        moved = moved || c;
+                        changed = changed || c;
+                        break;
+                }
+                r = delay_commit_namespace(pids[i], dh, n_dh, &msg);
+                if (r < 0) {
+                        r = engine_fail(e, r == -ESRCH ? ENGINE_ERROR_FAILED : ENGINE_ERROR_FOREIGN_MOUNT, r, "%s", strna(msg));
+                        goto finish;
+                }
+                if (r == 0)
+                        log_info("The mount namespace of process %i already shows the new trees; nothing to do.", (int) pids[i]);
+                else {
+                        log_info("Committed the delayed transition of generation %" PRIu64 " in the mount namespace of process %i.",
+                                 j.pending_generation, (int) pids[i]);
+                        moved = true;
+                }
+        }
+        r = moved;
+finish:
+        if (r >= 0 && changed)
+                update_followers(e, &j); /* the host's trees changed: the followed namespaces get them */
+        hierarchy_states_free(states, n);
+        engine_unlock(e);
+        e->result.r = r;
+        e->result.changed = changed;
+        e->result.generation = j.generation;
+        return r;
 }
 
 int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret) {
@@ -1047,6 +1267,21 @@ int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret) {
         if (!s.hierarchies) {
                 hierarchy_states_free(states, n);
                 return -ENOMEM;
+        }
+        if (journal_delayed(&s.journal)) {
+                DelayHierarchy dh[HIERARCHIES_MAX * _IMAGE_CLASS_MAX];
+                size_t n_dh = 0;
+
+                s.delayed_since = s.journal.delayed_since;
+                s.delay_deadline = s.journal.delay_deadline;
+                s.delayed_generation = s.journal.pending_generation;
+                r = delay_hierarchies(&s.journal, states, n, dh, &n_dh);
+                if (r >= 0)
+                        r = delay_scan(dh, n_dh, &s.delayed);
+                if (r < 0) {
+                        hierarchy_states_free(states, n);
+                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to find the mount namespaces of the delayed transition: %m");
+                }
         }
         for (size_t i = 0; i < n; i++) {
                 HierarchyStatus *h;
@@ -1105,7 +1340,7 @@ int engine_follow(Engine *e, pid_t pid, bool follow, const char *machine) {
         r = engine_lock(e);
         if (r >= 0)
                 /* What is live must be what the journal says before anyone follows it. */
-                r = recover_locked(e, &j, &states, &n, &changed);
+                r = recover_locked(e, &j, &states, &n, &changed, DELAY_COMMIT_IF_DUE);
         hierarchy_states_free(states, n);
         if (r >= 0) {
                 r = base_root_open(e->root_fd, e->root, &base);

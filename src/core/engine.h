@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "delay.h"
 #include "follow.h"
 #include "image.h"
 #include "journal.h"
@@ -32,6 +33,7 @@ typedef struct EngineConfig {
         char *trusted_dir;   /* relative to the root: "etc/verity.d" */
         bool strict;         /* a refused image fails the whole transition */
         bool allow_degraded; /* no MOVE_MOUNT_BENEATH: accept unmount-then-mount */
+        uint64_t delay_usec; /* Delay=: how long a transition waits for namespaces to commit; 0: none */
 } EngineConfig;
 
 int engine_config_default(EngineConfig *ret);
@@ -85,9 +87,20 @@ typedef struct EngineOptions {
         int mutable[_IMAGE_CLASS_MAX]; /* MutableMode, < 0: the configuration's */
         int policy;          /* ImagePolicy, < 0: the configuration's */
         bool no_reload;      /* no service manager reload, no unit restarts */
+        /* A delayed transition (sysextd(8), DELAYED UPDATES): ENGINE_DELAY_CONFIG: Delay= of
+         * the configuration; ENGINE_DELAY_DEFAULT (--delay without a value): Delay=, or
+         * ENGINE_DELAY_FALLBACK_USEC when that is 0; else this long (0: no delay). */
+        uint64_t delay_usec;
 } EngineOptions;
 
-#define ENGINE_OPTIONS_INIT { .noexec = -1, .mutable = { -1, -1 }, .policy = -1 }
+#define ENGINE_DELAY_CONFIG UINT64_MAX
+#define ENGINE_DELAY_DEFAULT (UINT64_MAX - 1)
+#define ENGINE_DELAY_FALLBACK_USEC (300ULL * 1000000ULL)
+
+#define ENGINE_OPTIONS_INIT { .noexec = -1, .mutable = { -1, -1 }, .policy = -1, .delay_usec = ENGINE_DELAY_CONFIG }
+
+/* How long a transition with these options is delayed (0: not delayed). */
+uint64_t engine_delay_usec(const EngineConfig *c, const EngineOptions *o);
 
 /* Runs a transition; e->result says what happened.  Returns e->result.r: 1 when the tree
  * changed, 0 when there was nothing to do, < 0 on failure. */
@@ -96,6 +109,14 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o);
 /* Finishes or discards a transition that a crash interrupted and repairs what others left
  * (also done by every transition).  Takes the lock. */
 int engine_recover(Engine *e);
+
+/* Commits a delayed transition (sysextd(8), DELAYED UPDATES).  With pid 0 and no unit: on the
+ * host, so that every namespace that still shows the old trees moves (recover.c).  With a pid:
+ * only the mount namespace of that process (delay.h), or, when that is the host's, as without;
+ * with a unit: each mount namespace of its processes.  A transition whose deadline has passed is
+ * committed on the host in any case.  Returns 1 when something moved, 0 when there was nothing
+ * to commit (e->result.message says why).  Takes the lock. */
+int engine_commit(Engine *e, pid_t pid, const char *unit);
 
 /* Starts or stops following the mount namespace of a process (follow.h): with follow, it gets
  * the host's trees now and after every transition; without, our trees there are detached.
@@ -138,6 +159,10 @@ typedef struct EngineStatus {
         size_t n_hierarchies;
         Journal journal; /* images of the last transition, with verdicts */
         FollowerList followers; /* the namespaces that follow the host */
+        /* A delayed transition: when it began and ends (CLOCK_REALTIME µs; 0: none), and which
+         * mount namespaces show its old and which its new trees. */
+        uint64_t delayed_since, delay_deadline, delayed_generation;
+        DelayScan delayed;
 } EngineStatus;
 
 void engine_status_done(EngineStatus *s);

@@ -11,6 +11,11 @@
  *   3. swap:   swap.c, all hierarchies or none
  *   4. commit: state.json with what is live now and the new generation; the records (and
  *              work directories) of the trees that went are removed
+ * A delayed transition (o->delay_usec) writes the delay into the pending record of step 2, so a
+ * crash from then on keeps it delayed; its swap stops with the new trees beneath the old tops
+ * (swap.c), and its commit keeps the pending record of every hierarchy that waits: the old tops
+ * go when the delay ends or someone commits (recover.c, delay.c).  Hierarchies where nothing of
+ * ours was live are committed at once, as without a delay.
  * A crash after 2 is resolved by the next start from the pending record (recover.c).  A
  * commit that cannot be written (a full run/) leaves the pending record of step 2 in place:
  * the new tree is live, the message says so, and the next start records it.
@@ -113,6 +118,10 @@ static void log_outcome(const SwapTarget *t, HierarchyAction action) {
                 break;
         case SWAP_DETACHED:
                 log_info("Unmerged extensions from '%s'.", t->path);
+                break;
+        case SWAP_DELAYED:
+                log_info("The new tree of '%s' waits beneath the previous one, which stays until the transition is committed.",
+                         t->path);
                 break;
         case SWAP_BURIED:
                 log_warning("The new tree for %s could not be taken back (its parent mount does not propagate); it stays, unused and invisible, beneath the live tree.",
@@ -342,6 +351,15 @@ static int begin_transition(const TransitionContext *ctx, EngineVerb verb, Journ
         }
         j->pending = true;
         j->pending_generation = generation;
+        j->delayed_since = j->delay_deadline = 0;
+        if (o->delay_usec > 0)
+                for (size_t k = 0; k < n_work; k++)
+                        if (work[k].old) {
+                                /* Only where an old top stays is there anything to wait for. */
+                                j->delayed_since = now_realtime_usec();
+                                j->delay_deadline = j->delayed_since + o->delay_usec;
+                                break;
+                        }
         for (size_t k = 0; k < n_work; k++) {
                 r = journal_add_transition(j, states[work[k].hierarchy].name, work[k].old ? work[k].old->id : NULL,
                                            work[k].new_id);
@@ -402,6 +420,8 @@ static int record_outcome(Journal *j, const Work *work, const SwapTarget *target
                 log_debug("Swap of %s: %s.", t->path, swap_state_to_string(t->state));
                 if (t->state == SWAP_COVERED)
                         continue; /* keeps its pending transition: finished once the foreign mount goes */
+                if (t->state == SWAP_DELAYED)
+                        continue; /* keeps its pending transition: committed later (recover.c) */
                 if (target_changed(t)) {
                         now = t->state == SWAP_DETACHED ? NULL : w->new_id;
                         *changed = true;
@@ -502,6 +522,7 @@ int execute_transition(const TransitionContext *ctx, EngineVerb verb, Journal *j
                           &(SwapOptions) {
                                   .mount_beneath = kernel_has_mount_beneath(),
                                   .allow_degraded = ctx->allow_degraded,
+                                  .delay = journal_delayed(j),
                                   .seal_wait_usec = SWAP_SEAL_WAIT_USEC,
                                   .ret_sealed_usec = &sealed_usec,
                           },
@@ -529,6 +550,13 @@ int execute_transition(const TransitionContext *ctx, EngineVerb verb, Journal *j
                 goto finish;
         }
         drop_gone_trees(ctx, j, work, targets, n_work);
+        if (swap_r >= 0 && journal_delayed(j)) {
+                _cleanup_free_ char *until = format_timestamp(j->delay_deadline);
+
+                ctx->result->delayed = true;
+                log_info("The transition to generation %" PRIu64 " is delayed until %s: every mount namespace keeps the previous trees until it commits (sysextd commit).",
+                         generation, strna(until));
+        }
 
         if (swap_r < 0) {
                 r = transition_fail(ctx, swap_r == -EBUSY ? ENGINE_ERROR_FOREIGN_MOUNT : ENGINE_ERROR_KERNEL_REFUSED, swap_r, "%s",

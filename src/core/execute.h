@@ -17,6 +17,7 @@ typedef struct ExecuteOptions {
         unsigned attrs[_IMAGE_CLASS_MAX];  /* mount attributes of each class's trees */
         const char *options[_IMAGE_CLASS_MAX]; /* extra overlay options, NULL: the defaults */
         const MutableSetup *mutables;   /* per hierarchy (merge, refresh) */
+        uint64_t delay_usec;            /* > 0: a delayed transition (swap.c), this long */
 } ExecuteOptions;
 
 /* Under the engine's lock, with ctx lent by it: a failure is logged and kept in ctx->result. */

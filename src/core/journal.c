@@ -32,6 +32,7 @@ void journal_pending_clear(Journal *j) {
         j->n_transitions = 0;
         j->pending = false;
         j->pending_generation = 0;
+        j->delayed_since = j->delay_deadline = 0;
 }
 
 void journal_done(Journal *j) {
@@ -192,6 +193,13 @@ int journal_from_json(const char *text, Journal *ret) {
                 j.pending = true;
                 if (json_get_u64(p, "generation", &j.pending_generation) < 0)
                         return -EBADMSG;
+                /* A delay: both times or neither, the deadline not before the start. */
+                if (json_object_object_get_ex(p, "delayed_since", NULL) || json_object_object_get_ex(p, "delay_deadline", NULL)) {
+                        if (json_get_u64(p, "delayed_since", &j.delayed_since) < 0 ||
+                            json_get_u64(p, "delay_deadline", &j.delay_deadline) < 0 || j.delayed_since == 0 ||
+                            j.delay_deadline < j.delayed_since || j.delay_deadline - j.delayed_since > JOURNAL_DELAY_MAX_USEC)
+                                return -EBADMSG;
+                }
                 a = json_get_array(p, "transitions");
                 if (!a)
                         return -EBADMSG;
@@ -208,8 +216,10 @@ int journal_from_json(const char *text, Journal *ret) {
                         if (r < 0)
                                 return r;
                 }
-                if (j.n_transitions == 0)
+                if (j.n_transitions == 0) {
                         j.pending = false;
+                        j.delayed_since = j.delay_deadline = 0;
+                }
         }
 
         *ret = j;
@@ -245,6 +255,10 @@ int journal_to_json(const Journal *j, char **ret) {
                 json_object *p = json_object_new_object();
 
                 json_object_object_add(p, "generation", json_object_new_uint64(j->pending_generation));
+                if (j->delay_deadline > 0) {
+                        json_object_object_add(p, "delayed_since", json_object_new_uint64(j->delayed_since));
+                        json_object_object_add(p, "delay_deadline", json_object_new_uint64(j->delay_deadline));
+                }
                 a = json_object_new_array();
                 for (size_t i = 0; i < j->n_transitions; i++) {
                         json_object *e = json_object_new_object();

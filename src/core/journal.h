@@ -14,6 +14,8 @@
  *                   hierarchy the tree that is (or should be) its top, the images that were
  *                   considered with their verdicts, the mount namespace all of it refers to,
  *                   and, while a transition runs, the pending record written before the swap;
+ *                   a delayed transition (sysextd(8), DELAYED UPDATES) keeps its pending
+ *                   record, with when the delay began and when it ends, until it is committed;
  *   trees/ID.json   one record per tree sysextd attached and has not detached (tree.h): the
  *                   identity that proves a mount is ours.
  *
@@ -45,6 +47,11 @@ typedef struct Journal {
 
         bool pending;
         uint64_t pending_generation;
+        /* A delayed transition: the new trees wait beneath the old tops until it is committed
+         * (CLOCK_REALTIME µs); 0 and 0: not delayed.  Optional in state.json: a file written
+         * before delays existed loads as not delayed. */
+        uint64_t delayed_since;
+        uint64_t delay_deadline;
         JournalTransition *transitions;
         size_t n_transitions;
 
@@ -54,6 +61,9 @@ typedef struct Journal {
 #define JOURNAL_DIR "run/sysextd"
 #define JOURNAL_STATE "state.json"
 #define JOURNAL_VERSION 2
+/* The longest delay a transition may have (a year): --delay= and Delay= are checked against it,
+ * and a state.json that says more is not sysextd's. */
+#define JOURNAL_DELAY_MAX_USEC (365ULL * 86400ULL * 1000000ULL)
 
 void journal_done(Journal *j);
 #define _cleanup_journal_ _cleanup_(journal_done)
@@ -76,6 +86,10 @@ JournalHierarchy *journal_find_hierarchy(Journal *j, const char *hierarchy);
 int journal_set_tree(Journal *j, const char *hierarchy, const char *tree);
 
 void journal_pending_clear(Journal *j);
+/* Whether the pending record is of a delayed transition. */
+static inline bool journal_delayed(const Journal *j) {
+        return j->pending && j->delay_deadline > 0;
+}
 int journal_add_transition(Journal *j, const char *hierarchy, const char *old_tree, const char *new_tree);
 void journal_drop_transition(Journal *j, size_t i);
 void journal_drop_transition_of(Journal *j, const char *hierarchy);

@@ -24,6 +24,15 @@
  *    recovery_waits, transition.h) until it is closed.  A DISCARD makes its writable old tree
  *    writable again (it may have been sealed for the handover that did not happen).
  *
+ *    A delayed transition (execute.c) leaves every hierarchy at FINISH on purpose (a delayed
+ *    unmerge, with no new tree, leaves O on top: FINISH too, where a plain record would
+ *    DISCARD).  Until its deadline its FINISHes wait and the record stays as it is, delay
+ *    included (a crash keeps it delayed); the other decisions are taken as usual (someone
+ *    who detached O on the host has committed it: DONE).  Once the deadline has passed, or
+ *    when the engine asks (ctx->commit_delayed: a new transition, sysextd commit), the
+ *    FINISHes run: O is detached on the host, by identity, and propagation takes it out of
+ *    every namespace that still has it.  Its generation is the one it was delayed as.
+ *
  *    When some hierarchies are DONE or FINISH and others DISCARD, the transition was
  *    interrupted between them: what is live is recorded as it is, and the journal is marked
  *    incomplete so that the next refresh completes it (the daemon runs one at once).
@@ -87,6 +96,16 @@ RecoverDecision recover_decide(const HierarchyState *h, const char *old_tree, co
         return o < 0 ? RECOVER_DONE : RECOVER_DISCARD;
 }
 
+/* recover_decide(), and a delayed unmerge's old top, which stays on purpose: FINISH. */
+static RecoverDecision decide(const Journal *j, const HierarchyState *h, const JournalTransition *t) {
+        RecoverDecision d = recover_decide(h, t->old_tree, t->new_tree);
+
+        if (d == RECOVER_DISCARD && journal_delayed(j) && !t->new_tree && t->old_tree && h->stack.n > 0 &&
+            position_of(h, t->old_tree) == (ssize_t) h->stack.n - 1)
+                return RECOVER_FINISH;
+        return d;
+}
+
 static HierarchyState *find_state(HierarchyState *states, size_t n, const char *name) {
         for (size_t i = 0; i < n; i++)
                 if (streq(states[i].name, name))
@@ -125,8 +144,7 @@ static bool seal_for_finish(const TransitionContext *ctx, Journal *j, HierarchyS
                 HierarchyState *h = find_state(states, n, t->hierarchy);
                 const Tree *old = tree_list_find(&j->trees, t->old_tree);
 
-                if (!h || !h->exists || !old || !old->writable ||
-                    recover_decide(h, t->old_tree, t->new_tree) != RECOVER_FINISH)
+                if (!h || !h->exists || !old || !old->writable || decide(j, h, t) != RECOVER_FINISH)
                         continue;
                 targets[k++] = (SwapTarget) {
                         .root_fd = ctx->root_fd, .rel = h->name, .path = h->path, .tree_fd = -EBADF, .old = old,
@@ -152,6 +170,9 @@ static int resolve_pending(const TransitionContext *ctx, Journal *j, HierarchySt
                            bool *ret_changed) {
         _cleanup_free_ SwapTarget *sealed = calloc(j->n_transitions ?: 1, sizeof(SwapTarget));
         bool forward = false, discarded = false, may_finish;
+        bool delayed = journal_delayed(j);
+        bool due = delayed && (ctx->commit_delayed || now_realtime_usec() >= j->delay_deadline);
+        uint64_t pending_generation = j->pending_generation;
         size_t n_sealed = 0;
 
         if (!sealed)
@@ -174,7 +195,13 @@ static int resolve_pending(const TransitionContext *ctx, Journal *j, HierarchySt
                         continue;
                 }
 
-                d = recover_decide(h, t->old_tree, t->new_tree);
+                d = decide(j, h, t);
+                /* A delayed transition waits for its deadline, or for a commit. */
+                if (d == RECOVER_FINISH && delayed && !due) {
+                        log_debug("Delayed transition on %s: waiting.", h->path);
+                        i++;
+                        continue;
+                }
                 /* All of the transition's hierarchies wait, not only the writable ones: no
                  * new /usr beside an old /opt meanwhile. */
                 if (d == RECOVER_FINISH && !may_finish) {
@@ -202,7 +229,10 @@ static int resolve_pending(const TransitionContext *ctx, Journal *j, HierarchySt
                         continue;
                 case RECOVER_DONE:
                 case RECOVER_FINISH:
-                        log_info("Finished an interrupted transition on %s.", h->path);
+                        if (delayed)
+                                log_info("Committed the delayed transition on %s.", h->path);
+                        else
+                                log_info("Finished an interrupted transition on %s.", h->path);
                         now = t->new_tree;
                         forward = true;
                         break;
@@ -235,7 +265,10 @@ static int resolve_pending(const TransitionContext *ctx, Journal *j, HierarchySt
         }
 
         if (forward) {
-                j->generation = MAX(j->generation + 1, j->pending_generation);
+                /* A delayed transition may have advanced the generation already (a hierarchy
+                 * where nothing of ours was live got its tree at once). */
+                j->generation = delayed ? MAX(j->generation, pending_generation)
+                                        : MAX(j->generation + 1, pending_generation);
                 *ret_changed = true;
         }
         if (discarded) {
@@ -245,8 +278,11 @@ static int resolve_pending(const TransitionContext *ctx, Journal *j, HierarchySt
                 if (forward)
                         j->incomplete = true;
         }
-        if (j->n_transitions == 0)
+        if (j->n_transitions == 0) {
                 journal_pending_clear(j);
+                if (delayed && forward && ctx->committed_delayed)
+                        *ctx->committed_delayed = pending_generation;
+        }
         return 0;
 }
 

@@ -10,6 +10,7 @@
  *   ImagePolicy=open             # or verity, signed
  *   TrustedCertificates=/etc/verity.d
  *   Strict=no
+ *   Delay=0                      # seconds a transition waits for namespaces to commit (0: none)
  *   [ConfigurationExtensions]
  *   SearchPaths=/run/confexts /var/lib/confexts /usr/local/lib/confexts /usr/lib/confexts
  *   Hierarchies=/etc
@@ -180,6 +181,8 @@ static int set_default(Parser *p, const char *section, const char *key) {
                 p->engine->strict = d.strict;
         else if (streq(key, "DegradedMode"))
                 p->engine->allow_degraded = d.allow_degraded;
+        else if (streq(key, "Delay"))
+                p->engine->delay_usec = d.delay_usec;
         else if (streq(key, "IdleTimeoutSec"))
                 p->daemon->idle_timeout_usec = CONFIG_DEFAULT_IDLE_TIMEOUT_USEC;
         engine_config_done(&d);
@@ -194,6 +197,7 @@ static const char *const known[][2] = {
         { "Extensions", "ImagePolicy" },
         { "Extensions", "TrustedCertificates" },
         { "Extensions", "Strict" },
+        { "Extensions", "Delay" },
         { "ConfigurationExtensions", "SearchPaths" },
         { "ConfigurationExtensions", "Hierarchies" },
         { "ConfigurationExtensions", "NoExec" },
@@ -261,6 +265,13 @@ static int assign(Parser *p, const char *section, const char *key, const char *v
                         p->engine->allow_degraded = true;
                 else
                         r = -EINVAL;
+        } else if (streq(key, "Delay")) {
+                uint64_t v;
+
+                what = "a number of seconds, at most a year (0: no delay)";
+                r = parse_seconds(value, JOURNAL_DELAY_MAX_USEC, &v);
+                if (r >= 0)
+                        p->engine->delay_usec = v;
         } else if (streq(key, "IdleTimeoutSec")) {
                 char *end;
                 unsigned long long v;

@@ -33,6 +33,9 @@
  *   3, both detached      | new A, new B       | commits the pending record
  *   1-3, a foreign        | the foreign mount  | keeps the record while it covers the tree;
  *   mount on top of A     | at A               | finishes once it is gone
+ *   delayed: 1 done,      | old A, old B in    | keeps the record, and the delay, until its
+ *   2 and 3 not run       | every namespace    | deadline (recover.c); each namespace
+ *                         | until it commits   | switches when its old top is dropped there
  * Readers never see the bare base: before its old top is detached a new tree is covered by it,
  * after that it is the top.  Nothing of ours live (first merge, or a foreign mount such as a
  * /usr partition on top of which we merge): the new tree goes on top, never beneath a foreign
@@ -92,6 +95,14 @@
  * overlay from source "sysextd" without a record stops writable trees from being built (it
  * may share their upper directory) and work directories from being removed.
  *
+ * Delayed (o->delay, sysextd(8) DELAYED UPDATES): steps 0 and 1 only.  Every new tree waits
+ * beneath its old top, which stays, in every namespace that receives propagation (one
+ * propagation, as always); where nothing of ours was live the new tree goes on top as usual
+ * (there is nothing to wait for).  Detaching the old top later, in one namespace (delay.c) or
+ * on the host (recovery's FINISH, which propagation takes to every namespace that still has
+ * it), is step 3.  Writable old trees are refused before step 1: two writable overlays on one
+ * upper directory for the length of a delay is what step 2 exists to prevent.
+ *
  * Degraded mode (no MOVE_MOUNT_BENEATH, only when the configuration allows it): per
  * hierarchy, detach old, then attach new: readers see the base in between, as with
  * systemd-sysext, and a failure stops with the hierarchies before it changed.
@@ -125,6 +136,7 @@ static const char *const state_names[_SWAP_STATE_MAX] = {
         [SWAP_UNTOUCHED] = "untouched",   [SWAP_PLACED] = "placed",         [SWAP_ATTACHED] = "attached",
         [SWAP_REPLACED] = "replaced",     [SWAP_REPLACED_GAP] = "replaced-gap", [SWAP_DETACHED] = "detached",
         [SWAP_ROLLED_BACK] = "rolled-back", [SWAP_BURIED] = "buried",       [SWAP_COVERED] = "covered",
+        [SWAP_DELAYED] = "delayed",
 };
 
 const char *swap_state_to_string(SwapState s) {
@@ -870,6 +882,17 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
                 mount_stack_done(&s);
         }
 
+        if (o->delay) {
+                if (!o->mount_beneath)
+                        return set_message(ret_message, EOPNOTSUPP,
+                                           "This kernel cannot mount beneath (MOVE_MOUNT_BENEATH needs Linux 6.5): a transition cannot be delayed. Nothing was changed.");
+                for (size_t i = 0; i < n; i++)
+                        if (targets[i].old && targets[i].old->writable)
+                                return set_message(ret_message, EBUSY,
+                                                   "The tree of %s is writable (mutable mode): a writable tree cannot be delayed. Nothing was changed.",
+                                                   targets[i].path);
+        }
+
         if (!o->mount_beneath) {
                 for (size_t i = 0; i < n; i++)
                         if (targets[i].old && targets[i].tree_fd >= 0 && !o->allow_degraded)
@@ -916,6 +939,14 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
                         break;
                 }
 #endif
+
+        /* Delayed: the old tops stay; each namespace drops its own when it commits. */
+        if (o->delay) {
+                for (size_t i = 0; i < n; i++)
+                        if (targets[i].old)
+                                targets[i].state = SWAP_DELAYED;
+                return 0;
+        }
 
         /* Views of a writable old tree that the handover leaves behind, read-only: said now. */
         for (size_t i = 0; i < n; i++) {

@@ -23,6 +23,9 @@ typedef enum SwapState {
                            * top (a parent mount that does not propagate) */
         SWAP_COVERED,     /* placed, but a foreign mount went on top before the old top could be
                            * detached: finished once that mount is gone */
+        SWAP_DELAYED,     /* a delayed swap: the new tree waits beneath the old top (or, with no
+                           * new tree, the old top stays), which each namespace drops when it
+                           * commits (delay.h) */
         _SWAP_STATE_MAX,
 } SwapState;
 
@@ -52,6 +55,7 @@ typedef struct SwapTarget {
 typedef struct SwapOptions {
         bool mount_beneath;  /* the kernel has MOVE_MOUNT_BENEATH */
         bool allow_degraded; /* without it: unmount, then mount */
+        bool delay;          /* stop after step 1: old tops stay, writable ones are refused */
         uint64_t seal_wait_usec; /* how long a seal waits for files open for writing to close */
         uint64_t *ret_sealed_usec; /* if set: how long the first sealed tree was read-only
                                     * before the last old top was detached (0: none sealed) */
@@ -72,8 +76,9 @@ int swap_seal_all(SwapTarget *targets, size_t n, uint64_t wait_usec, char **ret_
 void swap_unseal_all(SwapTarget *targets, size_t n);
 
 /* Swaps every target.  Returns 0 when every target reached its end state (REPLACED,
- * ATTACHED, DETACHED, or UNTOUCHED for those with nothing to do); < 0 with *ret_message
- * otherwise, each target's state saying what happened to it. */
+ * ATTACHED, DETACHED, or UNTOUCHED for those with nothing to do; with o->delay, DELAYED for
+ * every target with an old tree); < 0 with *ret_message otherwise, each target's state saying
+ * what happened to it. */
 int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_message);
 
 /* Lazily detaches the top of a hierarchy if it is the tree t, checked on a pinned fd

@@ -41,6 +41,7 @@ typedef struct EngineResult {
         int r;              /* < 0: failed */
         bool changed;       /* the live tree changed (this transition, or recovery before it) */
         bool recovered;     /* recovery changed the tree before the transition ran */
+        bool delayed;       /* the transition is delayed: its new trees wait beneath the old tops */
         uint64_t generation;
         EngineError error;  /* classification of a failure */
         char *message;      /* its message, for the caller */
@@ -69,6 +70,11 @@ typedef struct TransitionContext {
         /* Recovery: why an interrupted transition cannot be finished yet (recover.c), or NULL;
          * the engine refuses a new transition meanwhile. */
         char **recovery_waits;
+        /* Recovery: commit a delayed transition now, whatever its deadline (a new transition,
+         * sysextd commit); without it one is committed only once its deadline has passed. */
+        bool commit_delayed;
+        /* Recovery: set to the generation of the delayed transition it committed (0: none). */
+        uint64_t *committed_delayed;
 } TransitionContext;
 
 /* engine_result_failv() on the context's result. */

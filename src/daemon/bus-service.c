@@ -522,7 +522,7 @@ static int authorize_and_queue(Manager *m, sd_bus_message *message, Mutation *x,
         return 0;
 }
 
-#define KNOWN_OPTIONS "always-refresh, class, confext-mutable, force, image-policy, mutable, no-reload, noexec, strict, sysext-mutable"
+#define KNOWN_OPTIONS "always-refresh, class, confext-mutable, delay, force, image-policy, mutable, no-reload, noexec, strict, sysext-mutable"
 
 static int read_option_string(sd_bus_message *message, const char *key, const char **ret, sd_bus_error *error) {
         _cleanup_free_ char *safe = NULL;
@@ -577,6 +577,29 @@ static int parse_options(sd_bus_message *message, EngineOptions *o, sd_bus_error
                                 any_mutable = m;
                         else
                                 o->mutable[streq(key, "sysext-mutable") ? IMAGE_CLASS_SYSEXT : IMAGE_CLASS_CONFEXT] = m;
+                } else if (streq(key, "delay")) {
+                        uint64_t sec;
+
+                        /* Seconds, as --delay=; 0: none (over Delay= of the configuration);
+                         * UINT64_MAX: as --delay alone. */
+                        r = sd_bus_message_peek_type(message, NULL, &contents);
+                        if (r < 0)
+                                return r;
+                        if (!streq(contents, "t"))
+                                return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION,
+                                                         "Option 'delay' takes a number of seconds (t), not '%s'.", string_safe(contents, &safe));
+                        r = sd_bus_message_read(message, "v", "t", &sec);
+                        if (r < 0)
+                                return r;
+                        if (sec == UINT64_MAX) /* as --delay alone */
+                                o->delay_usec = ENGINE_DELAY_DEFAULT;
+                        else if (sec > JOURNAL_DELAY_MAX_USEC / 1000000ULL)
+                                return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION,
+                                                         "Option 'delay' is at most %llu seconds (a year), not %llu.",
+                                                         (unsigned long long) (JOURNAL_DELAY_MAX_USEC / 1000000ULL),
+                                                         (unsigned long long) sec);
+                        else
+                                o->delay_usec = sec * 1000000ULL;
                 } else if (streq(key, "image-policy")) {
                         int k;
                         r = read_option_string(message, key, &v, error);

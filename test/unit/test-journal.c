@@ -133,6 +133,38 @@ int main(void) {
         CHECK(parse_mutated("\"new_tree\":\"" T2 "\"", "\"new_tree\":null") == 0);
         CHECK(parse_mutated("\"hierarchy\":\"opt\"", "\"hierarchy\":\"srv/app\"") == 0);
         CHECK(parse_mutated(",\"pending\":{", ",\"ignored\":{") == 0);
+        /* A delayed transition: both times or neither, validated; absent (valid_state(), as
+         * written before delays existed): not delayed. */
+        CHECK(!journal_delayed(&j) && j.delayed_since == 0 && j.delay_deadline == 0);
+        {
+                _cleanup_journal_ Journal d = {}, e = {};
+                _cleanup_free_ char *s1 = NULL, *s2 = NULL;
+                const char *at = strstr(valid_state(), "\"generation\":8");
+                _cleanup_free_ char *delayed = NULL;
+
+                CHECK(at && asprintf(&delayed, "%.*s\"delayed_since\":1000,\"delay_deadline\":301000,%s",
+                                     (int) (at - valid_state()), valid_state(), at) > 0);
+                CHECK(journal_from_json(delayed, &d) == 0);
+                CHECK(journal_delayed(&d) && d.delayed_since == 1000 && d.delay_deadline == 301000);
+                CHECK(journal_to_json(&d, &s1) == 0 && strstr(s1, "\"delay_deadline\":301000"));
+                CHECK(journal_from_json(s1, &e) == 0 && journal_delayed(&e) && e.delayed_since == 1000);
+                CHECK(journal_to_json(&e, &s2) == 0);
+                CHECK_STREQ(s2, s1);
+                /* Cleared with the pending record. */
+                journal_drop_transition(&e, 0);
+                CHECK(!journal_delayed(&e) && e.delay_deadline == 0 && e.delayed_since == 0);
+        }
+        CHECK(parse_mutated("\"generation\":8", "\"delayed_since\":1,\"delay_deadline\":2,\"generation\":8") == 0);
+        CHECK(parse_mutated("\"generation\":8", "\"delayed_since\":5,\"delay_deadline\":5,\"generation\":8") == 0);
+        CHECK(parse_mutated("\"generation\":8", "\"delayed_since\":1,\"generation\":8") == -EBADMSG);
+        CHECK(parse_mutated("\"generation\":8", "\"delay_deadline\":2,\"generation\":8") == -EBADMSG);
+        CHECK(parse_mutated("\"generation\":8", "\"delayed_since\":0,\"delay_deadline\":2,\"generation\":8") == -EBADMSG);
+        CHECK(parse_mutated("\"generation\":8", "\"delayed_since\":3,\"delay_deadline\":2,\"generation\":8") == -EBADMSG);
+        CHECK(parse_mutated("\"generation\":8", "\"delayed_since\":-3,\"delay_deadline\":2,\"generation\":8") == -EBADMSG);
+        CHECK(parse_mutated("\"generation\":8", "\"delayed_since\":null,\"delay_deadline\":null,\"generation\":8") == -EBADMSG);
+        CHECK(parse_mutated("\"generation\":8", "\"delayed_since\":\"1\",\"delay_deadline\":2,\"generation\":8") == -EBADMSG);
+        CHECK(parse_mutated("\"generation\":8", "\"delayed_since\":1,\"delay_deadline\":1.5,\"generation\":8") == -EBADMSG);
+        CHECK(parse_mutated("\"generation\":8", "\"delayed_since\":1,\"delay_deadline\":99999999999999999,\"generation\":8") == -EBADMSG);
         /* The root hash: absent in a state.json of before it was recorded (valid_state()), null,
          * or hex as discovery reads it; never anything that could not be one. */
         CHECK(j.images.images[0].roothash == NULL);

@@ -46,6 +46,30 @@ int main(void) {
                 strcat(long_line, "/x/y ");
         CHECK(parse(long_line, &c, &d, &msg) == 0 && strv_length(c.classes[IMAGE_CLASS_SYSEXT].search_dirs) == 4012);
 
+        /* Delay=: whole seconds up to a year, empty for the default (0), and what --delay alone
+         * and the bus take from it. */
+        CHECK(parse("[Extensions]\nDelay=60\n", &c, &d, &msg) == 0 && c.delay_usec == 60ULL * 1000000ULL);
+        {
+                EngineOptions o = ENGINE_OPTIONS_INIT;
+
+                CHECK(engine_delay_usec(&c, &o) == 60ULL * 1000000ULL);
+                o.delay_usec = ENGINE_DELAY_DEFAULT;
+                CHECK(engine_delay_usec(&c, &o) == 60ULL * 1000000ULL);
+                o.delay_usec = 0;
+                CHECK(engine_delay_usec(&c, &o) == 0);
+                CHECK(parse("[Extensions]\nDelay=60\nDelay=\n", &c, &d, &msg) == 0 && c.delay_usec == 0);
+                o.delay_usec = ENGINE_DELAY_DEFAULT;
+                CHECK(engine_delay_usec(&c, &o) == ENGINE_DELAY_FALLBACK_USEC);
+                o.delay_usec = ENGINE_DELAY_CONFIG;
+                CHECK(engine_delay_usec(&c, &o) == 0);
+        }
+        CHECK(parse("[Extensions]\nDelay=31536000\n", &c, &d, &msg) == 0);
+        CHECK(parse("[Extensions]\nDelay=31536001\n", &c, &d, &msg) == -EINVAL && strstr(msg, "Delay="));
+        CHECK(parse("[Extensions]\nDelay=-1\n", &c, &d, &msg) == -EINVAL);
+        CHECK(parse("[Extensions]\nDelay=5min\n", &c, &d, &msg) == -EINVAL);
+        CHECK(parse("[Extensions]\nDelay= 5\n", &c, &d, &msg) == 0 && c.delay_usec == 5ULL * 1000000ULL);
+        CHECK(parse("[Daemon]\nDelay=5\n", &c, &d, &msg) == -EINVAL && strstr(msg, "unknown setting"));
+
         /* Errors name the line. */
         CHECK(parse("[Extensions]\nStrict=maybe\n", &c, &d, &msg) == -EINVAL);
         CHECK(msg && strstr(msg, "test.conf:2:") && strstr(msg, "Strict="));
