@@ -95,13 +95,44 @@ char *delay_unit_of(pid_t pid) {
         return isempty(found) ? NULL : strdup(found);
 }
 
+static bool is_unit_name(const char *u) {
+        return u && (endswith(u, ".service") || endswith(u, ".scope"));
+}
+
+/* The unit of a namespace: of its first process met, or, where that one is in no unit (a
+ * helper that entered it, say), of the first of its processes that is. */
+static char *namespace_unit(uint64_t ns, pid_t first) {
+        _cleanup_closedir_ DIR *proc = NULL;
+        char *u = delay_unit_of(first);
+        struct dirent *p;
+
+        if (is_unit_name(u))
+                return u;
+        proc = opendir("/proc");
+        while (proc && (p = readdir(proc))) {
+                char *end, *v;
+                long pid = strtol(p->d_name, &end, 10);
+                uint64_t n;
+
+                if (*end || pid <= 0 || pid > INT32_MAX || delay_namespace_of((pid_t) pid, &n) < 0 || n != ns)
+                        continue;
+                v = delay_unit_of((pid_t) pid);
+                if (is_unit_name(v)) {
+                        free(u);
+                        return v;
+                }
+                free(v);
+        }
+        return u;
+}
+
 static int push_namespace(DelayNamespace **a, size_t *n, uint64_t ns, pid_t pid) {
         DelayNamespace *x = reallocarray(*a, *n + 1, sizeof(DelayNamespace));
 
         if (!x)
                 return -ENOMEM;
         *a = x;
-        x[(*n)++] = (DelayNamespace) { .ns = ns, .pid = pid, .unit = delay_unit_of(pid) };
+        x[(*n)++] = (DelayNamespace) { .ns = ns, .pid = pid, .unit = namespace_unit(ns, pid) };
         return 0;
 }
 
