@@ -11,14 +11,17 @@
  *               not the PID, is what is followed); none left: the namespace has gone and its
  *               record is dropped without a word
  *   2. clone:   in the host, per hierarchy, the host's live tree (ours, checked by identity)
- *               is cloned, open_tree(OPEN_TREE_CLONE): a detached mount of the same overlay
- *   3. enter:   a child process enters the namespace (setns), takes the process's root as its
- *               own (chroot) and the host's /proc, opened before, as its working directory:
- *               the namespace's own /proc may be missing, of another PID namespace or forged
+ *               is cloned, open_tree(OPEN_TREE_CLONE): a detached mount of the same overlay,
+ *               made private (a clone of a shared mount is its peer otherwise)
+ *   3. enter:   one worker process for all namespaces (a fork costs more than the work in a
+ *               namespace) goes from the host's namespace to each one in turn (setns), takes
+ *               the process's root as its own (chroot) and the host's /proc, opened before,
+ *               as its working directory: the namespace's own /proc may be missing, of another
+ *               PID namespace or forged
  *   4. look:    per hierarchy, what shows there from that root (follow_decide()): our tree by
  *               its identity, the host's base (the same directory as below the host's trees),
  *               or something else, left alone and reported; the mounts below it are read and
- *               cloned onto the new tree (a detached mount onto a detached mount: Linux 6.15)
+ *               carried onto the new tree (carry_children(): in a slave copy of the namespace)
  *   5. swap:    swap.c's swap_all() in that namespace, with every rule the host has: the top
  *               checked by identity right before each call, the new trees beneath our old ones
  *               (or on top of the base the first time), all hierarchies of the namespace or
