@@ -488,7 +488,10 @@ assert_eq "$(journal_delay)" none "no pending record"
 check "(j) commit --unit="
 cg=$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)
 unitdir=/sys/fs/cgroup${cg%/}/sysextd-test-$$.service
-if mkdir "$unitdir" 2>/dev/null && echo "$S1" >"$unitdir/cgroup.procs" 2>/dev/null &&
+# Only on a unified cgroup file system: elsewhere (a tmpfs with v1 hierarchies below) mkdir and
+# the write would only make a directory and a file there.
+if [[ $(stat -f -c %T "/sys/fs/cgroup${cg%/}" 2>/dev/null) == cgroup2fs ]] &&
+	mkdir "$unitdir" 2>/dev/null && echo "$S1" >"$unitdir/cgroup.procs" 2>/dev/null &&
 	grep -q "^0::.*/sysextd-test-$$.service$" "/proc/$S1/cgroup"; then
 	on_exit "echo $S1 >/sys/fs/cgroup${cg%/}/cgroup.procs 2>/dev/null; rmdir '$unitdir' 2>/dev/null"
 	replace_image "$WORK/v3.raw" "$ext/app.raw"
