@@ -111,16 +111,13 @@ static int check_root(sd_bus *bus, const char *root) {
         return 0;
 }
 
-static int transition(sd_bus *bus, const char *method, const EngineOptions *o, const OutputOptions *out) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+/* The reply of Merge, Refresh, Unmerge and Commit: (t generation, b changed, a(us) messages). */
+static int print_transition_reply(sd_bus_message *reply, const OutputOptions *out) {
         uint64_t generation;
         int changed, r;
         uint32_t level;
         const char *text;
 
-        r = call(bus, method, o, &reply);
-        if (r != 0)
-                return r < 0 ? r : 0;
         r = sd_bus_message_read(reply, "tb", &generation, &changed);
         if (r < 0)
                 return log_error_errno(r, "Failed to parse the reply: %m");
@@ -135,6 +132,44 @@ static int transition(sd_bus *bus, const char *method, const EngineOptions *o, c
         if (out->format == OUTPUT_JSON)
                 printf("{\"generation\":%" PRIu64 ",\"changed\":%s}\n", generation, changed ? "true" : "false");
         return 0;
+}
+
+static int transition(sd_bus *bus, const char *method, const EngineOptions *o, const OutputOptions *out) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        r = call(bus, method, o, &reply);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        return print_transition_reply(reply, out);
+}
+
+/* Commit with "pid" or "unit", or "all" when neither is named: as --no-bus, the command
+ * without arguments commits everywhere (a process committing its own namespace calls Commit
+ * itself, with no option). */
+static int commit(sd_bus *bus, const ClientCommit *c, const OutputOptions *out) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "Commit");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (r >= 0) {
+                if (c && c->pid > 0)
+                        r = sd_bus_message_append(m, "{sv}", "pid", "u", (uint32_t) c->pid);
+                else if (c && c->unit)
+                        r = sd_bus_message_append(m, "{sv}", "unit", "s", c->unit);
+                else
+                        r = sd_bus_message_append(m, "{sv}", "all", "b", 1);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create the bus message: %m");
+        r = call_send(bus, m, &reply);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        return print_transition_reply(reply, out);
 }
 
 /* Follow or Unfollow, one call per PID, each with a pidfd of the process: the daemon is never
@@ -305,6 +340,50 @@ static int list_followed(sd_bus *bus, FollowerList *ret) {
         return 0;
 }
 
+static int read_delay_namespaces(sd_bus_message *reply, DelayNamespace **ret, size_t *ret_n) {
+        const char *unit;
+        uint64_t ns;
+        int32_t pid;
+        int r;
+
+        r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_DELAY_NS_STRUCT);
+        while (r >= 0 && (r = sd_bus_message_read(reply, SYSEXTD_DELAY_NS_STRUCT, &ns, &pid, &unit)) > 0) {
+                DelayNamespace *n = reallocarray(*ret, *ret_n + 1, sizeof(DelayNamespace));
+
+                if (!n)
+                        return -ENOMEM;
+                *ret = n;
+                n[*ret_n] = (DelayNamespace) { .ns = ns, .pid = pid, .unit = isempty(unit) ? NULL : strdup(unit) };
+                if (!isempty(unit) && !n[*ret_n].unit)
+                        return -ENOMEM;
+                (*ret_n)++;
+        }
+        return r < 0 ? r : sd_bus_message_exit_container(reply);
+}
+
+/* GetDelay(): the delayed transition, into the status.  A daemon that does not know the method
+ * has none to tell. */
+static int get_delay(sd_bus *bus, EngineStatus *s) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        r = sd_bus_call_method(bus, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "GetDelay", &error, &reply, NULL);
+        if (r < 0) {
+                if (!sd_bus_error_has_name(&error, SD_BUS_ERROR_UNKNOWN_METHOD))
+                        log_warning("Failed to ask for the delayed transition: %s", error.message ?: strerror(-r));
+                return 0;
+        }
+        r = sd_bus_message_read(reply, "ttt", &s->delayed_generation, &s->delayed_since, &s->delay_deadline);
+        if (r >= 0)
+                r = read_delay_namespaces(reply, &s->delayed.old, &s->delayed.n_old);
+        if (r >= 0)
+                r = read_delay_namespaces(reply, &s->delayed.new, &s->delayed.n_new);
+        if (r < 0)
+                return log_error_errno(r, "Failed to parse the delayed transition: %m");
+        return 0;
+}
+
 static int status(sd_bus *bus, const EngineOptions *opts, const OutputOptions *out) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *stacks = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
@@ -428,6 +507,9 @@ static int status(sd_bus *bus, const EngineOptions *opts, const OutputOptions *o
         r = list_followed(bus, &s.followers);
         if (r < 0)
                 return r;
+        r = get_delay(bus, &s);
+        if (r < 0)
+                return r;
 
         o = output_status_json(&s);
         output_status(o, out);
@@ -436,7 +518,8 @@ static int status(sd_bus *bus, const EngineOptions *opts, const OutputOptions *o
         return 0;
 }
 
-int client_run(const char *verb, const char *root, char *const *pids, const EngineOptions *o, const OutputOptions *out) {
+int client_run(const char *verb, const char *root, char *const *pids, const ClientCommit *c, const EngineOptions *o,
+               const OutputOptions *out) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         int r;
 
@@ -461,6 +544,6 @@ int client_run(const char *verb, const char *root, char *const *pids, const Engi
         if (streq(verb, "list"))
                 return list(bus, o, out);
         if (streq(verb, "commit"))
-                return log_error_errno(-EOPNOTSUPP, "'commit' through the daemon is not available yet; use --no-bus.");
+                return commit(bus, c, out);
         return status(bus, o, out);
 }

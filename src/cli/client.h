@@ -7,5 +7,12 @@
 #include "output.h"
 
 /* The D-Bus side of the command line: the same verbs, answered by the daemon.  pids: the
- * arguments of follow and unfollow (checked: positive decimal numbers). */
-int client_run(const char *verb, const char *root, char *const *pids, const EngineOptions *o, const OutputOptions *out);
+ * arguments of follow and unfollow (checked: positive decimal numbers); commit_pid and
+ * commit_unit: commit's --pid= and --unit= (neither: every namespace). */
+typedef struct ClientCommit {
+        pid_t pid;
+        const char *unit;
+} ClientCommit;
+
+int client_run(const char *verb, const char *root, char *const *pids, const ClientCommit *commit, const EngineOptions *o,
+               const OutputOptions *out);

@@ -508,6 +508,6 @@ int main(int argc, char **argv) {
                                             daemon_env[i]);
         }
         mutable_from_environment(&a.options);
-        r = client_run(a.verb, a.root, a.pids, &a.options, &a.output);
+        r = client_run(a.verb, a.root, a.pids, &(ClientCommit) { .pid = a.commit_pid, .unit = a.commit_unit }, &a.options, &a.output);
         return r < 0 ? 1 : 0;
 }

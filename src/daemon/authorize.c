@@ -196,3 +196,23 @@ int authorize_follow_details(bool follow, pid_t pid, char ***ret) {
         *ret = TAKE_PTR(l);
         return 0;
 }
+
+int authorize_commit_details(pid_t pid, const char *unit, char ***ret) {
+        _cleanup_strv_free_ char **l = NULL;
+        char buf[16] = "";
+        int r;
+
+        if (pid > 0)
+                snprintf(buf, sizeof(buf), "%i", (int) pid);
+        r = push_pair(&l, "verb", "commit");
+        if (r >= 0)
+                r = push_pair(&l, "pid", buf);
+        if (r >= 0)
+                r = push_pair(&l, "unit", unit ?: "");
+        if (r >= 0)
+                r = push_pair(&l, "unsafe", "");
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(l);
+        return 0;
+}

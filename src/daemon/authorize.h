@@ -65,3 +65,11 @@ int authorize_details(const EngineConfig *c, EngineVerb verb, const EngineOption
  *   unsafe          "" (no option of these calls weakens anything)
  * Returns 0 or -ENOMEM. */
 int authorize_follow_details(bool follow, pid_t pid, char ***ret);
+
+/* The polkit details of a Commit call that names namespaces (always org.sysextd1.manage; a
+ * caller committing its own namespace is not asked about):
+ *   verb            commit
+ *   pid             the process whose namespace is committed, "" for every namespace or a unit
+ *   unit            the unit whose namespaces are committed, ""
+ *   unsafe          "" */
+int authorize_commit_details(pid_t pid, const char *unit, char ***ret);

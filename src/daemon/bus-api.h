@@ -55,6 +55,8 @@
  * (where sysextd's tree is placed there: "usr", ...), problems (hierarchies left alone there and
  * why), error ("" when its last update did not fail, else why it did) */
 #define SYSEXTD_FOLLOWER_STRUCT "(tisstasass)"
+/* GetDelay(): a mount namespace of a delayed transition: its inode, first process, unit. */
+#define SYSEXTD_DELAY_NS_STRUCT "(tis)"
 /* FollowFailed(t namespace, i pid, s message): after a transition, a followed namespace whose
  * update failed (it keeps what it showed) */
 

@@ -15,10 +15,13 @@
 #include "authorize.h"
 #include "bus-api.h"
 #include "bus-service.h"
+#include "delay.h"
 #include "fd-util.h"
+#include "inspect.h"
 #include "json-util.h"
 #include "kernel.h"
 #include "log.h"
+#include "missing.h"
 #include "unit-jobs.h"
 #include "util.h"
 
@@ -280,11 +283,15 @@ typedef struct Mutation {
         EngineOptions options;
         bool is_follow;
         bool follow; /* Follow, not Unfollow */
-        pid_t pid;
+        bool is_commit;
+        char *unit;  /* Commit: the unit whose namespaces are committed (owned) */
+        pid_t pid;   /* Follow, Unfollow, Commit (0: every namespace, or the unit's) */
         int pidfd;   /* owned */
 } Mutation;
 
 static const char *mutation_name(const Mutation *x) {
+        if (x->is_commit)
+                return "commit";
         if (x->is_follow)
                 return x->follow ? "follow" : "unfollow";
         return engine_verb_to_string(x->verb);
@@ -292,6 +299,8 @@ static const char *mutation_name(const Mutation *x) {
 
 /* Hands the call to the daemon's queue (the pidfd goes with it). */
 static int mutation_queue(Manager *m, sd_bus_message *request, Mutation *x) {
+        if (x->is_commit)
+                return m->ops->queue_commit(m, request, TAKE_FD(x->pidfd), x->pid, TAKE_PTR(x->unit));
         if (x->is_follow)
                 return m->ops->queue_follow(m, request, TAKE_FD(x->pidfd), x->pid, x->follow);
         return m->ops->queue_transition(m, request, x->verb, &x->options);
@@ -318,6 +327,7 @@ static void authorization_free(Authorization *a) {
         sd_bus_slot_unref(a->slot);
         sd_bus_message_unref(a->request);
         safe_close(a->call.pidfd);
+        free(a->call.unit);
         free(a->cancellation_id);
         free(a);
         m->n_authorizing--;
@@ -447,7 +457,9 @@ static int polkit_query_new(Manager *m, sd_bus_message *message, const Authoriza
         _cleanup_strv_free_ char **details = NULL;
         int r;
 
-        if (a->call.is_follow)
+        if (a->call.is_commit)
+                r = authorize_commit_details(a->call.pid, a->call.unit, &details);
+        else if (a->call.is_follow)
                 r = authorize_follow_details(a->call.follow, a->call.pid, &details);
         else
                 r = authorize_details(&m->engine->config, a->call.verb, &a->call.options, &details);
@@ -486,6 +498,8 @@ static int authorize_and_queue(Manager *m, sd_bus_message *message, Mutation *x,
         r = caller_uid(message, &uid);
         if (r < 0) {
                 x->pidfd = safe_close(x->pidfd);
+                free(x->unit);
+                x->unit = NULL;
                 return sd_bus_error_set(error, SYSEXTD_ERROR_ACCESS_DENIED, "Cannot tell who is calling; refusing.");
         }
         if (uid == 0)
@@ -494,12 +508,15 @@ static int authorize_and_queue(Manager *m, sd_bus_message *message, Mutation *x,
         a = calloc(1, sizeof(*a));
         if (!a) {
                 x->pidfd = safe_close(x->pidfd);
+                free(x->unit);
+                x->unit = NULL;
                 return -ENOMEM;
         }
         *a = (Authorization) { .manager = m, .request = sd_bus_message_ref(message), .call = *x,
-                               .unsafe = x->is_follow ? 0 : authorize_unsafe(&m->engine->config, &x->options),
+                               .unsafe = x->is_follow || x->is_commit ? 0 : authorize_unsafe(&m->engine->config, &x->options),
                                .interactive = sd_bus_message_get_allow_interactive_authorization(message) > 0 };
-        x->pidfd = -EBADF; /* the authorization's now */
+        x->pidfd = -EBADF; /* the authorization's now, as is the unit */
+        x->unit = NULL;
         a->timeout_usec = polkit_timeout_usec(a->interactive);
         m->n_authorizing++;
         m->ops->update_idle(m);
@@ -705,6 +722,126 @@ static int method_follow(sd_bus_message *message, void *userdata, sd_bus_error *
         return r < 0 ? r : 1;
 }
 
+/* The characters of a unit name (systemd.unit(5)). */
+static bool unit_name_chars(const char *u) {
+        return strspn(u, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:-_.\\@") == strlen(u);
+}
+
+/* A pidfd of process pid, opened at once: the job holds it, so that the PID cannot name another
+ * process by the time the job runs. */
+static int commit_pidfd(pid_t pid, const char *whose, int *ret, sd_bus_error *error) {
+        int fd = sys_pidfd_open(pid, 0);
+
+        if (fd < 0 && errno == ESRCH)
+                return sd_bus_error_setf(error, SYSEXTD_ERROR_FAILED, "No such process: %i (%s).", (int) pid, whose);
+        if (fd < 0)
+                return sd_bus_error_setf(error, SYSEXTD_ERROR_FAILED, "Cannot open process %i (%s): %s", (int) pid, whose,
+                                         strerror(errno));
+        *ret = fd;
+        return 0;
+}
+
+/* Commit(a{sv} options): a delayed transition, committed
+ *   - with no option: in the caller's own mount namespace (found from its credentials), for
+ *     any caller: it only drops, there, the old top that the host's transition replaced;
+ *   - "pid" (u): in the mount namespace of that process; "unit" (s): in every namespace of that
+ *     unit's processes; "all" (b) true: everywhere (the host drops its old tops).  These are
+ *     authorized like Refresh.
+ * A caller in sysextd's own namespace commits everywhere only with "all": its namespace's
+ * commit is everyone's. */
+static int method_commit(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_free_ char *safe = NULL;
+        Mutation x = { .is_commit = true, .pidfd = -EBADF };
+        const char *key, *contents, *unit = NULL;
+        uint32_t pid = 0;
+        int all = 0, r;
+
+        r = sd_bus_message_enter_container(message, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(message, 'e', "sv")) > 0) {
+                const char *want;
+
+                r = sd_bus_message_read(message, "s", &key);
+                if (r < 0)
+                        return r;
+                want = streq(key, "pid") ? "u" : streq(key, "unit") ? "s" : streq(key, "all") ? "b" : NULL;
+                if (!want)
+                        return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION, "Unknown option '%s' of Commit (known: all, pid, unit).",
+                                                 string_safe(key, &safe));
+                r = sd_bus_message_peek_type(message, NULL, &contents);
+                if (r < 0)
+                        return r;
+                if (!streq(contents, want))
+                        return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION, "Option '%s' takes type '%s', not '%s'.", key,
+                                                 want, string_safe(contents, &safe));
+                if (streq(key, "pid"))
+                        r = sd_bus_message_read(message, "v", "u", &pid);
+                else if (streq(key, "unit"))
+                        r = sd_bus_message_read(message, "v", "s", &unit);
+                else
+                        r = sd_bus_message_read(message, "v", "b", &all);
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_exit_container(message);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(message);
+        if (r < 0)
+                return r;
+        if ((pid > 0) + !!unit + !!all > 1)
+                return sd_bus_error_set(error, SYSEXTD_ERROR_INVALID_OPTION, "Commit takes one of the options all, pid and unit.");
+        if (unit && (isempty(unit) || strlen(unit) > 256 || !unit_name_chars(unit) || strchr(unit, '/')))
+                return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION, "Option 'unit' is a unit name, not '%s'.",
+                                         string_safe(unit, &safe));
+        if (pid > INT32_MAX)
+                return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION, "Option 'pid' is a process ID, not %" PRIu32 ".", pid);
+
+        if (!all && pid == 0 && !unit) {
+                _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+                uint64_t caller_ns = 0, own = 0;
+                pid_t caller = 0;
+
+                r = sd_bus_query_sender_creds(message, SD_BUS_CREDS_PID, &creds);
+                if (r >= 0)
+                        r = sd_bus_creds_get_pid(creds, &caller);
+                if (r < 0 || caller <= 0)
+                        return sd_bus_error_set(error, SYSEXTD_ERROR_FAILED,
+                                                "Cannot tell the calling process, so not its mount namespace either; name it with the option pid.");
+                r = commit_pidfd(caller, "the caller", &x.pidfd, error);
+                if (r < 0)
+                        return r;
+                if (mount_namespace_id(&own) >= 0 && delay_namespace_of(caller, &caller_ns) >= 0 && caller_ns == own) {
+                        x.pidfd = safe_close(x.pidfd);
+                        return sd_bus_error_set(error, SYSEXTD_ERROR_FAILED,
+                                                "The caller is in sysextd's own mount namespace, whose commit is every namespace's; call Commit with the option all to commit everywhere.");
+                }
+                x.pid = caller;
+                /* Its own namespace only: nobody else's view changes. */
+                r = mutation_queue(m, message, &x);
+                return r < 0 ? r : 1;
+        }
+        if (pid > 0) {
+                r = commit_pidfd((pid_t) pid, "option pid", &x.pidfd, error);
+                if (r < 0)
+                        return r;
+                x.pid = (pid_t) pid;
+        }
+        if (unit) {
+                x.unit = strdup(unit);
+                if (!x.unit) {
+                        x.pidfd = safe_close(x.pidfd);
+                        return -ENOMEM;
+                }
+        }
+        r = authorize_and_queue(m, message, &x, error);
+        return r < 0 ? r : 1;
+}
+
 static int append_follower(sd_bus_message *reply, const Follower *f) {
         _cleanup_strv_free_ char **hierarchies = NULL;
         int r;
@@ -775,6 +912,46 @@ static int status_error(Manager *m, sd_bus_error *error) {
         _cleanup_free_ char *buf = NULL;
         return sd_bus_error_setf(error, SYSEXTD_ERROR_FAILED, "%s",
                                  string_safe(m->engine->result.message ?: "Failed to read the status.", &buf));
+}
+
+static int append_delay_namespaces(sd_bus_message *reply, const DelayNamespace *ns, size_t n) {
+        int r = sd_bus_message_open_container(reply, 'a', SYSEXTD_DELAY_NS_STRUCT);
+
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                r = sd_bus_message_open_container(reply, 'r', "tis");
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "ti", ns[i].ns, (int32_t) ns[i].pid);
+                if (r >= 0)
+                        r = append_string(reply, ns[i].unit);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
+/* GetDelay(): the delayed transition, as status shows it: its generation, since and deadline
+ * (CLOCK_REALTIME µs; all 0 when none is delayed), and the namespaces on the old and on the
+ * new trees.  Read in the bus process, also while a job runs. */
+static int method_get_delay(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_(engine_status_done) EngineStatus s = {};
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        m->ops->update_idle(m);
+        r = engine_status(m->engine, NULL, &s);
+        if (r < 0)
+                return status_error(m, error);
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "ttt", s.delayed_generation, s.delayed_since, s.delay_deadline);
+        if (r >= 0)
+                r = append_delay_namespaces(reply, s.delayed.old, s.delayed.n_old);
+        if (r >= 0)
+                r = append_delay_namespaces(reply, s.delayed.new, s.delayed.n_new);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
 }
 
 static int method_get_status(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -981,6 +1158,13 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("Follow", SD_BUS_ARGS("h", pidfd), SD_BUS_NO_RESULT, method_follow, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Unfollow", SD_BUS_ARGS("h", pidfd), SD_BUS_NO_RESULT, method_follow,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Commit", SD_BUS_ARGS("a{sv}", options),
+                                SD_BUS_RESULT("t", generation, "b", changed, "a(us)", messages), method_commit,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetDelay", SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("t", generation, "t", since, "t", deadline, "a" SYSEXTD_DELAY_NS_STRUCT, old,
+                                              "a" SYSEXTD_DELAY_NS_STRUCT, new),
+                                method_get_delay, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListFollowed", SD_BUS_NO_ARGS, SD_BUS_RESULT("a" SYSEXTD_FOLLOWER_STRUCT, followed),
                                 method_list_followed, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListImages", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssssssb)", images), method_list_images,

@@ -68,6 +68,7 @@ static void job_free(Job *j) {
         }
         safe_close(j->fd);
         safe_close(j->pidfd);
+        free(j->unit);
         for (size_t i = 0; i < j->n_requests; i++)
                 sd_bus_message_unref(j->requests[i]);
         free(j->requests);
@@ -106,6 +107,7 @@ static int manager_start_next(Manager *m);
 static int manager_queue_job(Manager *m, Job *j);
 static int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o);
 static void manager_update_idle(Manager *m);
+static void manager_update_delay(Manager *m, uint64_t deadline);
 
 /* ---- in the worker ---------------------------------------------------------------------- */
 
@@ -220,6 +222,35 @@ static int run_follow(void *userdata, json_object *doc, int **ret_fds, size_t *r
         return e->result.r;
 }
 
+/* Commit: the caller's namespace (its pidfd checked as for Follow), a unit's, or everywhere. */
+static int run_commit(void *userdata, json_object *doc, int **ret_fds, size_t *ret_n_fds) {
+        Job *j = userdata;
+        Engine *e = j->manager->engine;
+        Collected c = { .messages = json_object_new_array() };
+        pid_t pid = 0;
+
+        if (j->pidfd >= 0 && (pidfd_get_pid(j->pidfd, &pid) < 0 || pid != j->target)) {
+                _cleanup_free_ char *msg = NULL;
+                EngineResult gone = { .r = -ESRCH, .error = ENGINE_ERROR_FAILED };
+
+                if (asprintf(&msg, "Process %i has exited; its mount namespace was not committed.", (int) j->target) < 0)
+                        msg = NULL;
+                gone.message = msg;
+                add_result(doc, &gone);
+                json_object_object_add(doc, "messages", c.messages);
+                return gone.r;
+        }
+        log_set_sink(collect, &c);
+        (void) engine_commit(e, pid, j->unit);
+        log_set_sink(NULL, NULL);
+        /* The reply says whether a namespace moved, as the command's --json does. */
+        if (e->result.r > 0)
+                e->result.changed = true;
+        add_result(doc, &e->result);
+        json_object_object_add(doc, "messages", c.messages);
+        return e->result.r;
+}
+
 static int run_list(void *userdata, json_object *doc, int **ret_fds, size_t *ret_n_fds) {
         Job *j = userdata;
         Engine *e = j->manager->engine;
@@ -245,7 +276,10 @@ static bool doc_succeeded(json_object *doc) {
 static void manager_emit_changes(Manager *m) {
         _cleanup_(engine_status_done) EngineStatus s = {};
 
-        if (engine_status(m->engine, NULL, &s) < 0 || s.generation == m->generation)
+        if (engine_status(m->engine, NULL, &s) < 0)
+                return;
+        manager_update_delay(m, s.pending && s.delay_deadline > 0 ? s.delay_deadline : 0);
+        if (s.generation == m->generation)
                 return;
         m->generation = s.generation;
         bus_emit_tree_changed(m);
@@ -325,7 +359,7 @@ static void job_finish(Job *j) {
         /* A transition (or recovery) that succeeded updated the followed namespaces, each
          * recording its error anew: the failed ones are announced before its caller hears that
          * it ended. */
-        if (j->type == JOB_TRANSITION && doc_succeeded(doc))
+        if (IN_SET(j->type, JOB_TRANSITION, JOB_COMMIT) && doc_succeeded(doc))
                 bus_emit_follow_failed(m);
 
         for (size_t i = 0; i < j->n_requests; i++) {
@@ -336,7 +370,7 @@ static void job_finish(Job *j) {
                                                        WIFSIGNALED(j->status) ? strsignal(WTERMSIG(j->status))
                                                        : WEXITSTATUS(j->status)  ? "non-zero"
                                                                                  : "0");
-                else if (j->type == JOB_TRANSITION)
+                else if (IN_SET(j->type, JOB_TRANSITION, JOB_COMMIT))
                         r = bus_reply_transition(j->requests[i], doc);
                 else if (j->type == JOB_FOLLOW)
                         r = bus_reply_follow(j->requests[i], doc);
@@ -420,8 +454,11 @@ static int job_start(Job *j) {
         Manager *m = j->manager;
         int r;
 
-        r = worker_start(j->type == JOB_TRANSITION ? run_transition : j->type == JOB_FOLLOW ? run_follow : run_list, j, &j->pid,
-                         &j->fd);
+        r = worker_start(j->type == JOB_TRANSITION ? run_transition
+                         : j->type == JOB_FOLLOW   ? run_follow
+                         : j->type == JOB_COMMIT   ? run_commit
+                                                   : run_list,
+                         j, &j->pid, &j->fd);
         if (r < 0)
                 return r;
         r = sd_event_add_io(m->event, &j->io_source, j->fd, EPOLLIN, on_worker_output, j);
@@ -436,6 +473,8 @@ static int job_start(Job *j) {
         else if (j->type == JOB_FOLLOW)
                 (void) sd_notifyf(false, "STATUS=%s the mount namespace of process %i.", j->follow ? "Following" : "Unfollowing",
                                   (int) j->target);
+        else if (j->type == JOB_COMMIT)
+                (void) sd_notify(false, "STATUS=Committing the delayed transition.");
         return 0;
 }
 
@@ -502,6 +541,60 @@ static int manager_queue_follow(Manager *m, sd_bus_message *request, int pidfd, 
         return manager_queue_job(m, j);
 }
 
+static int manager_queue_commit(Manager *m, sd_bus_message *request, int pidfd, pid_t pid, char *unit) {
+        _cleanup_close_ int fd = pidfd;
+        _cleanup_free_ char *u = unit;
+        Job *j;
+
+        if (m->exiting) {
+                if (request)
+                        (void) sd_bus_reply_method_errorf(request, SYSEXTD_ERROR_BUSY, "sysextd is shutting down; the request was not run.");
+                return 0;
+        }
+        j = job_new(m, JOB_COMMIT, request);
+        if (!j)
+                return -ENOMEM;
+        j->pidfd = TAKE_FD(fd);
+        j->target = pid;
+        j->unit = TAKE_PTR(u);
+        return manager_queue_job(m, j);
+}
+
+static int on_delay_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        log_info("The delay of the pending transition has ended; committing it in every mount namespace.");
+        /* The deadline is met once: the job's end sets the timer again if it is still delayed
+         * (a commit that failed is tried again a while later). */
+        m->delay_deadline = 0;
+        if (manager_queue_commit(m, NULL, -EBADF, 0, NULL) < 0)
+                log_warning("Failed to queue the commit of the delayed transition; the next command commits it.");
+        return 0;
+}
+
+/* Arms (or disarms) the deadline timer from what the journal says is delayed. */
+static void manager_update_delay(Manager *m, uint64_t deadline) {
+        /* A deadline met while a commit failed: try again in a minute, not in a loop. */
+        uint64_t when = deadline;
+
+        if (deadline > 0 && deadline <= now_realtime_usec() && m->delay_timer &&
+            sd_event_source_get_enabled(m->delay_timer, NULL) == 0)
+                when = now_realtime_usec() + 60ULL * 1000000ULL;
+        m->delay_deadline = deadline;
+        if (deadline == 0) {
+                (void) sd_event_source_set_enabled(m->delay_timer, SD_EVENT_OFF);
+                return;
+        }
+        if (!m->delay_timer) {
+                if (sd_event_add_time(m->event, &m->delay_timer, CLOCK_REALTIME, when, 0, on_delay_deadline, m) < 0) {
+                        log_warning("Failed to set a timer for the delay's deadline; the next command after it commits.");
+                        return;
+                }
+        } else
+                (void) sd_event_source_set_time(m->delay_timer, when);
+        (void) sd_event_source_set_enabled(m->delay_timer, SD_EVENT_ONESHOT);
+}
+
 static int manager_list_images(Manager *m, sd_bus_message *request) {
         uint64_t fingerprint = 0;
         int r;
@@ -563,7 +656,7 @@ static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
 static void manager_update_idle(Manager *m) {
         if (m->dconfig.idle_timeout_usec == 0 || m->releasing)
                 return;
-        if (m->queue || m->listing || m->n_authorizing > 0 || unit_jobs_pending(m) > 0) {
+        if (m->queue || m->listing || m->n_authorizing > 0 || unit_jobs_pending(m) > 0 || m->delay_deadline > 0) {
                 (void) sd_event_source_set_enabled(m->idle_timer, SD_EVENT_OFF);
                 return;
         }
@@ -625,6 +718,7 @@ static void raise_fd_limit(void) {
 static const ManagerOps manager_ops = {
         .queue_transition = manager_queue_transition,
         .queue_follow = manager_queue_follow,
+        .queue_commit = manager_queue_commit,
         .list_images = manager_list_images,
         .update_idle = manager_update_idle,
         .exit_if_done = manager_exit_if_done,
@@ -705,6 +799,7 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
         if (m.engine->result.recovered)
                 bus_emit_tree_changed(&m);
         manager_after_recovery(&m, /* complete= */ true);
+        manager_emit_changes(&m); /* and the deadline of a delayed transition, if one waits */
         manager_update_idle(&m);
         log_info("Serving %s for %s (generation %" PRIu64 ", %s mode).", SYSEXTD_BUS_NAME, m.engine->root, m.generation,
                  kernel_has_mount_beneath() ? "mount-beneath" : m.engine->config.allow_degraded ? "degraded" : "no-refresh");
@@ -734,6 +829,7 @@ finish:
         json_object_putp(&m.list_cache);
         image_list_free(&m.cache);
         sd_event_source_disable_unref(m.idle_timer);
+        sd_event_source_disable_unref(m.delay_timer);
         sd_bus_slot_unref(m.vtable_slot);
         sd_bus_flush_close_unref(m.bus);
         sd_event_unref(m.event);

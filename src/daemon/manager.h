@@ -30,6 +30,10 @@ typedef struct ManagerOps {
          * (taken, closed in every case), whose PID is pid, in the same queue: the request is
          * answered when it has run, or now when the daemon is going. */
         int (*queue_follow)(Manager *m, sd_bus_message *request, int pidfd, pid_t pid, bool follow);
+        /* Queues the commit of a delayed transition (Commit): in the mount namespace of the
+         * process of pidfd (taken), whose PID is pid; in the namespaces of unit's processes
+         * (taken); or, with neither, everywhere. */
+        int (*queue_commit)(Manager *m, sd_bus_message *request, int pidfd, pid_t pid, char *unit);
         /* Answers a ListImages call: from the last listing while nothing changed, else from a
          * listing job (one at a time, shared). */
         int (*list_images)(Manager *m, sd_bus_message *request);
@@ -61,6 +65,7 @@ typedef struct SeenJob {
 typedef enum JobType {
         JOB_TRANSITION,
         JOB_FOLLOW, /* Follow or Unfollow: engine_follow() in a worker, queued with the transitions */
+        JOB_COMMIT, /* Commit, or the delay's deadline: engine_commit() in a worker, in the same queue */
         JOB_LIST,
 } JobType;
 
@@ -82,6 +87,7 @@ typedef struct Job {
         int pidfd;
         pid_t target;
         bool follow;
+        char *unit; /* Commit: the unit whose namespaces are committed */
 
         pid_t pid;
         int fd;
@@ -110,6 +116,10 @@ struct Manager {
 
         sd_event_source *idle_timer;
         uint64_t generation;
+        /* A delayed transition's deadline (CLOCK_REALTIME µs, 0: none is delayed) and the timer
+         * that commits it everywhere then; the daemon does not go idle while one waits. */
+        uint64_t delay_deadline;
+        sd_event_source *delay_timer;
 
         /* Image mounts kept between transitions (see Engine.cache): the images merged now.
          * Replaced after every successful transition, from what its worker sends back. */
