@@ -36,6 +36,12 @@
  * swap.c's outcome table says for that namespace; after 5 and before 6, trees of ours there
  * without a record, which the next update finds as "something else" and reports (they are
  * never detached without proof).
+ *
+ * FollowMachines= (the daemon's machines.c) follows each machine of systemd-machined through its
+ * leader, in a machine mode (follow_add_machine()): a machine in sysextd's own namespace is
+ * skipped, and one not followed yet that shows neither the host's base nor a tree of the host's
+ * at any hierarchy (its own OS) gets no record; a machine that goes has its record dropped
+ * (follow_forget_machine()), nothing detached.
  */
 #include <dirent.h>
 #include <fcntl.h>
