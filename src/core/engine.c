@@ -1327,7 +1327,16 @@ int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret) {
         return 0;
 }
 
-int engine_follow(Engine *e, pid_t pid, bool follow, const char *machine) {
+typedef enum FollowOp {
+        FOLLOW_OP_ADD,
+        FOLLOW_OP_REMOVE,
+        FOLLOW_OP_MACHINE,
+        FOLLOW_OP_FORGET_MACHINE,
+} FollowOp;
+
+/* Under the lock, after recovery: what is live must be what the journal says before anyone
+ * follows it. */
+static int engine_follow_op(Engine *e, FollowOp op, pid_t pid, const char *machine) {
         _cleanup_journal_ Journal j = {};
         _cleanup_close_ int base = -EBADF;
         _cleanup_free_ char *msg = NULL;
@@ -1339,7 +1348,6 @@ int engine_follow(Engine *e, pid_t pid, bool follow, const char *machine) {
         engine_result_done(&e->result);
         r = engine_lock(e);
         if (r >= 0)
-                /* What is live must be what the journal says before anyone follows it. */
                 r = recover_locked(e, &j, &states, &n, &changed, DELAY_COMMIT_IF_DUE);
         hierarchy_states_free(states, n);
         if (r >= 0) {
@@ -1356,7 +1364,22 @@ int engine_follow(Engine *e, pid_t pid, bool follow, const char *machine) {
                         .hierarchies = e->hierarchies,
                         .journal = &j,
                 };
-                r = follow ? follow_add(&h, pid, machine, &msg) : follow_remove(&h, pid, &msg);
+                switch (op) {
+                case FOLLOW_OP_ADD:
+                        r = follow_add(&h, pid, machine, &msg);
+                        break;
+                case FOLLOW_OP_REMOVE:
+                        r = follow_remove(&h, pid, &msg);
+                        break;
+                case FOLLOW_OP_MACHINE:
+                        r = follow_add_machine(&h, pid, machine, &msg);
+                        break;
+                case FOLLOW_OP_FORGET_MACHINE:
+                        r = follow_forget_machine(&h, machine);
+                        if (r < 0)
+                                (void) set_message(&msg, -r, "Failed to read the followed namespaces: %s", strerror(-r));
+                        break;
+                }
                 if (r < 0)
                         r = engine_fail(e, r == -ESRCH || r == -ENOENT || r == -EINVAL ? ENGINE_ERROR_FAILED : ENGINE_ERROR_KERNEL_REFUSED,
                                         r, "%s", strna(msg));
@@ -1366,6 +1389,18 @@ int engine_follow(Engine *e, pid_t pid, bool follow, const char *machine) {
         e->result.changed = changed;
         e->result.generation = j.generation;
         return r;
+}
+
+int engine_follow(Engine *e, pid_t pid, bool follow, const char *machine) {
+        return engine_follow_op(e, follow ? FOLLOW_OP_ADD : FOLLOW_OP_REMOVE, pid, machine);
+}
+
+int engine_follow_machine(Engine *e, pid_t pid, const char *machine) {
+        return engine_follow_op(e, FOLLOW_OP_MACHINE, pid, machine);
+}
+
+int engine_forget_machine(Engine *e, const char *machine) {
+        return engine_follow_op(e, FOLLOW_OP_FORGET_MACHINE, 0, machine);
 }
 
 int engine_followers(Engine *e, FollowerList *ret) {

@@ -122,6 +122,12 @@ int engine_commit(Engine *e, pid_t pid, const char *unit);
  * the host's trees now and after every transition; without, our trees there are detached.
  * machine: the machine it belongs to, if known.  Takes the lock. */
 int engine_follow(Engine *e, pid_t pid, bool follow, const char *machine);
+/* FollowMachines=: the leader pid of machine 'machine' (follow_add_machine(): a machine of its
+ * own OS, or in sysextd's namespace, is not followed; returns 1 when it is followed, 0 when
+ * not), and the records of a machine that has gone dropped (follow_forget_machine(): returns
+ * how many).  Take the lock. */
+int engine_follow_machine(Engine *e, pid_t pid, const char *machine);
+int engine_forget_machine(Engine *e, const char *machine);
 /* The followed namespaces as recorded (no lock: a snapshot). */
 int engine_followers(Engine *e, FollowerList *ret);
 

@@ -36,6 +36,12 @@
  * swap.c's outcome table says for that namespace; after 5 and before 6, trees of ours there
  * without a record, which the next update finds as "something else" and reports (they are
  * never detached without proof).
+ *
+ * FollowMachines= (the daemon's machines.c) follows each machine of systemd-machined through its
+ * leader, in a machine mode (follow_add_machine()): a machine in sysextd's own namespace is
+ * skipped, and one not followed yet that shows neither the host's base nor a tree of the host's
+ * at any hierarchy (its own OS) gets no record; a machine that goes has its record dropped
+ * (follow_forget_machine()), nothing detached.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -873,11 +879,15 @@ static int follow_record(const FollowHost *h, FollowJob *j, const FollowReport *
         f->error = NULL;
         strv_free(f->problems);
         f->problems = NULL;
+        f->shows_host = false;
         if (rep->r == -ESRCH)
                 return -ESRCH;
         for (size_t i = 0; i < j->n; i++) {
                 const FollowOutcome *o = &rep->out[i];
                 const char *rel = j->in[i].rel;
+
+                if (IN_SET(o->view, FOLLOW_VIEW_OURS, FOLLOW_VIEW_BASE, FOLLOW_VIEW_HOST_TREE))
+                        f->shows_host = true;
 
                 if (o->action == FOLLOW_LEAVE)
                         (void) strv_extend_safe(&f->problems, o->message);
@@ -981,9 +991,12 @@ static void log_follower(const Follower *f, const char *what, bool problems) {
         }
 }
 
-int follow_add(const FollowHost *h, pid_t pid, const char *machine, char **ret_message) {
+/* machine_mode: FollowMachines= (follow_add_machine()).  Returns 1 when followed, 0 when a
+ * machine was skipped or not followed. */
+static int follow_add_full(const FollowHost *h, pid_t pid, const char *machine, bool machine_mode, char **ret_message) {
         _cleanup_(follower_list_done) FollowerList l = {};
         _cleanup_(follower_done) Follower fresh = {};
+        _cleanup_free_ char *safe_machine = NULL;
         Follower *f = NULL;
         uint64_t ns, own;
         int r;
@@ -993,10 +1006,16 @@ int follow_add(const FollowHost *h, pid_t pid, const char *machine, char **ret_m
         if (r < 0)
                 return set_message(ret_message, -r, "Process %i cannot be followed: %s.", (int) pid,
                                    r == -ESRCH ? "no such process" : strerror(-r));
-        if (mount_namespace_id(&own) >= 0 && own == ns)
+        if (mount_namespace_id(&own) >= 0 && own == ns) {
+                if (machine_mode) {
+                        log_debug("Machine %s is in sysextd's own mount namespace; not followed.",
+                                  string_safe(strna(machine), &safe_machine));
+                        return 0;
+                }
                 return set_message(ret_message, EINVAL,
                                    "Process %i is in sysextd's own mount namespace: it sees every transition already.",
                                    (int) pid);
+        }
         r = follower_list_load(h->journal_fd, &l);
         if (r < 0)
                 return set_message(ret_message, -r, "Failed to read the followed namespaces: %s", strerror(-r));
@@ -1006,23 +1025,64 @@ int follow_add(const FollowHost *h, pid_t pid, const char *machine, char **ret_m
         if (!f) {
                 fresh.ns = ns;
                 fresh.pid = pid;
-                if (machine)
-                        fresh.machine = strdup(machine);
+                if (machine && !(fresh.machine = strdup(machine)))
+                        return set_message(ret_message, ENOMEM, "Out of memory.");
                 f = &fresh;
-        } else
+        } else {
                 f->pid = pid;
+                if (machine && !f->machine && !(f->machine = strdup(machine)))
+                        return set_message(ret_message, ENOMEM, "Out of memory.");
+        }
         r = follow_one(h, f, false);
         if (r == -ESRCH)
                 return set_message(ret_message, ESRCH, "Process %i has gone; its namespace was not followed.", (int) pid);
+        /* A machine of its own OS: nothing was changed there (every hierarchy was left alone or
+         * is absent), and nothing is recorded.  One that is followed already stays so. */
+        if (machine_mode && f == &fresh && r >= 0 && !f->shows_host) {
+                log_info("Machine %s has its own /usr; not followed.", string_safe(strna(machine), &safe_machine));
+                return 0;
+        }
         if (follower_save(h->journal_fd, f) < 0)
                 return set_message(ret_message, EIO, "Failed to record the followed namespace of process %i.", (int) pid);
         log_follower(f, "could not be updated", true);
         if (r < 0)
                 return set_message(ret_message, -r, "Process %i's mount namespace is followed, but it could not be updated now: %s",
                                    (int) pid, strna(f->error));
-        log_info("Mount namespace %" PRIu64 " of process %i follows the host (generation %" PRIu64 ").", ns, (int) pid,
-                 f->generation);
-        return 0;
+        if (f->machine)
+                log_info("Mount namespace %" PRIu64 " of machine %s (process %i) follows the host (generation %" PRIu64 ").", ns,
+                         string_safe(f->machine, &safe_machine), (int) pid, f->generation);
+        else
+                log_info("Mount namespace %" PRIu64 " of process %i follows the host (generation %" PRIu64 ").", ns, (int) pid,
+                         f->generation);
+        return 1;
+}
+
+int follow_add(const FollowHost *h, pid_t pid, const char *machine, char **ret_message) {
+        int r = follow_add_full(h, pid, machine, false, ret_message);
+        return r < 0 ? r : 0;
+}
+
+int follow_add_machine(const FollowHost *h, pid_t pid, const char *machine, char **ret_message) {
+        return follow_add_full(h, pid, machine, true, ret_message);
+}
+
+int follow_forget_machine(const FollowHost *h, const char *machine) {
+        _cleanup_(follower_list_done) FollowerList l = {};
+        _cleanup_free_ char *safe = NULL;
+        int r, n = 0;
+
+        r = follower_list_load(h->journal_fd, &l);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < l.n; i++) {
+                if (!streq_ptr(l.followers[i].machine, machine))
+                        continue;
+                follower_forget(h->journal_fd, l.followers[i].ns);
+                log_info("Machine %s has gone; its mount namespace %" PRIu64 " is no longer followed.",
+                         string_safe(machine, &safe), l.followers[i].ns);
+                n++;
+        }
+        return n;
 }
 
 int follow_remove(const FollowHost *h, pid_t pid, char **ret_message) {

@@ -50,6 +50,9 @@ typedef struct Follower {
         TreeList trees;      /* our trees there, one per hierarchy at most (Tree.hierarchy) */
         char **problems;     /* hierarchies left alone there and why ("usr: …") */
         char *error;         /* why its last update failed; NULL: it did not */
+        /* Not recorded: the last update found the host's base or a tree of the host at some
+         * hierarchy there (a machine without it has its own OS: follow_add_machine()). */
+        bool shows_host;
 } Follower;
 
 void follower_done(Follower *f);
@@ -88,6 +91,16 @@ int follow_namespace_of(pid_t pid, uint64_t *ret);
  * *ret_message saying why otherwise. */
 int follow_add(const FollowHost *h, pid_t pid, const char *machine, char **ret_message);
 int follow_remove(const FollowHost *h, pid_t pid, char **ret_message);
+
+/* FollowMachines=: as follow_add() for the leader of machine 'machine', except that a namespace
+ * that is sysextd's own is skipped, and one not followed yet whose hierarchies show neither the
+ * host's base nor a tree of the host (the machine's own OS) is not followed, with one line at
+ * info level and no record.  Returns 1 when it was followed (or updated), 0 when it was skipped
+ * or not followed, < 0 with *ret_message as follow_add(). */
+int follow_add_machine(const FollowHost *h, pid_t pid, const char *machine, char **ret_message);
+/* The records of machine 'machine' are dropped (systemd-machined said it has gone; its
+ * namespace goes with it): nothing is detached there.  Returns how many. */
+int follow_forget_machine(const FollowHost *h, const char *machine);
 
 /* After every transition: each followed namespace gets the host's trees.  A namespace that has
  * gone is dropped without a word; one that fails is recorded with its error and does not stop

@@ -11,6 +11,7 @@
  *   TrustedCertificates=/etc/verity.d
  *   Strict=no
  *   Delay=0                      # seconds a transition waits for namespaces to commit (0: none)
+ *   FollowMachines=no            # the daemon follows every machine of systemd-machined (follow.c)
  *   [ConfigurationExtensions]
  *   SearchPaths=/run/confexts /var/lib/confexts /usr/local/lib/confexts /usr/lib/confexts
  *   Hierarchies=/etc
@@ -183,6 +184,8 @@ static int set_default(Parser *p, const char *section, const char *key) {
                 p->engine->allow_degraded = d.allow_degraded;
         else if (streq(key, "Delay"))
                 p->engine->delay_usec = d.delay_usec;
+        else if (streq(key, "FollowMachines"))
+                p->daemon->follow_machines = false;
         else if (streq(key, "IdleTimeoutSec"))
                 p->daemon->idle_timeout_usec = CONFIG_DEFAULT_IDLE_TIMEOUT_USEC;
         engine_config_done(&d);
@@ -198,6 +201,7 @@ static const char *const known[][2] = {
         { "Extensions", "TrustedCertificates" },
         { "Extensions", "Strict" },
         { "Extensions", "Delay" },
+        { "Extensions", "FollowMachines" },
         { "ConfigurationExtensions", "SearchPaths" },
         { "ConfigurationExtensions", "Hierarchies" },
         { "ConfigurationExtensions", "NoExec" },
@@ -272,6 +276,10 @@ static int assign(Parser *p, const char *section, const char *key, const char *v
                 r = parse_seconds(value, JOURNAL_DELAY_MAX_USEC, &v);
                 if (r >= 0)
                         p->engine->delay_usec = v;
+        } else if (streq(key, "FollowMachines")) {
+                r = parse_bool(value, &b), what = "a boolean";
+                if (r >= 0)
+                        p->daemon->follow_machines = b;
         } else if (streq(key, "IdleTimeoutSec")) {
                 char *end;
                 unsigned long long v;

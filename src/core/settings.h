@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine.h"
@@ -10,6 +11,7 @@
 
 typedef struct DaemonConfig {
         uint64_t idle_timeout_usec; /* 0: never exit when idle */
+        bool follow_machines;       /* FollowMachines=: follow every machine systemd-machined knows */
 } DaemonConfig;
 
 /* Reads 'path', or etc/sysextd/sysextd.conf below root_fd when path is NULL (a missing default

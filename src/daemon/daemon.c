@@ -10,6 +10,8 @@
  * worker: a process that exited meanwhile is refused, never its PID's next owner).  After
  * every transition job that succeeded, the followed namespaces it updated are read back and
  * each whose update failed is announced with FollowFailed, before the caller's reply.
+ * With FollowMachines=yes the machines of systemd-machined are followed through the same queue
+ * (machines.c), and the daemon does not exit when idle: it would miss machines that start.
  * ListImages, which attaches and mounts images to read them, runs as one job of its own beside
  * the queue: at most one at a time, shared by every caller who asks while it runs, and its
  * answer is kept and given again while the images, the trusted certificates and the host's
@@ -47,6 +49,7 @@
 #include "json-util.h"
 #include "kernel.h"
 #include "log.h"
+#include "machines.h"
 #include "manager.h"
 #include "unit-jobs.h"
 #include "units.h"
@@ -69,6 +72,7 @@ static void job_free(Job *j) {
         safe_close(j->fd);
         safe_close(j->pidfd);
         free(j->unit);
+        free(j->machine);
         for (size_t i = 0; i < j->n_requests; i++)
                 sd_bus_message_unref(j->requests[i]);
         free(j->requests);
@@ -204,6 +208,12 @@ static int run_follow(void *userdata, json_object *doc, int **ret_fds, size_t *r
         Engine *e = j->manager->engine;
         pid_t pid = 0;
 
+        /* A machine that has gone: its records are dropped. */
+        if (j->machine && !j->follow) {
+                (void) engine_forget_machine(e, j->machine);
+                add_result(doc, &e->result);
+                return e->result.r;
+        }
         if (pidfd_get_pid(j->pidfd, &pid) < 0 || pid != j->target) {
                 _cleanup_free_ char *msg = NULL;
                 EngineResult gone = { .r = -ESRCH, .error = ENGINE_ERROR_FAILED };
@@ -217,7 +227,10 @@ static int run_follow(void *userdata, json_object *doc, int **ret_fds, size_t *r
                 add_result(doc, &gone);
                 return gone.r;
         }
-        (void) engine_follow(e, pid, j->follow, NULL);
+        if (j->machine)
+                (void) engine_follow_machine(e, pid, j->machine);
+        else
+                (void) engine_follow(e, pid, j->follow, NULL);
         add_result(doc, &e->result);
         return e->result.r;
 }
@@ -470,6 +483,8 @@ static int job_start(Job *j) {
         if (j->type == JOB_TRANSITION)
                 (void) sd_notifyf(false, "STATUS=Running %s (generation %" PRIu64 ").", engine_verb_to_string(j->verb),
                                   m->generation);
+        else if (j->type == JOB_FOLLOW && j->machine && !j->follow)
+                (void) sd_notify(false, "STATUS=Forgetting a machine that has gone.");
         else if (j->type == JOB_FOLLOW)
                 (void) sd_notifyf(false, "STATUS=%s the mount namespace of process %i.", j->follow ? "Following" : "Unfollowing",
                                   (int) j->target);
@@ -593,6 +608,26 @@ static void manager_update_delay(Manager *m, uint64_t deadline) {
         } else
                 (void) sd_event_source_set_time(m->delay_timer, when);
         (void) sd_event_source_set_enabled(m->delay_timer, SD_EVENT_ONESHOT);
+}
+
+static int manager_queue_machine(Manager *m, const char *machine, int pidfd, pid_t pid) {
+        _cleanup_close_ int fd = pidfd;
+        Job *j;
+
+        if (m->exiting)
+                return 0;
+        j = job_new(m, JOB_FOLLOW, NULL);
+        if (!j)
+                return -ENOMEM;
+        j->machine = strdup(machine);
+        if (!j->machine) {
+                job_free(j);
+                return -ENOMEM;
+        }
+        j->pidfd = TAKE_FD(fd);
+        j->target = pid;
+        j->follow = j->pidfd >= 0;
+        return manager_queue_job(m, j);
 }
 
 static int manager_list_images(Manager *m, sd_bus_message *request) {
@@ -719,6 +754,7 @@ static const ManagerOps manager_ops = {
         .queue_transition = manager_queue_transition,
         .queue_follow = manager_queue_follow,
         .queue_commit = manager_queue_commit,
+        .queue_machine = manager_queue_machine,
         .list_images = manager_list_images,
         .update_idle = manager_update_idle,
         .exit_if_done = manager_exit_if_done,
@@ -731,9 +767,13 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
 
         log_set_prefix(NULL);
         raise_fd_limit();
+
         r = engine_new(root, config, &m.engine);
         if (r < 0)
                 return log_error_errno(r, "Failed to open the root %s: %m", root ?: "/");
+        /* A daemon that has gone hears of no machine: with FollowMachines=yes it stays. */
+        if (m.dconfig.follow_machines && streq(m.engine->root, "/"))
+                m.dconfig.idle_timeout_usec = 0;
 
         /* Probe the kernel once here: every worker is forked from this process and inherits
          * the answers instead of probing again. */
@@ -795,6 +835,8 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
         }
         /* How the unit jobs of images that ship units end, watched from now on. */
         unit_jobs_watch(&m);
+        /* FollowMachines=: machined's machines, listed and watched from now on. */
+        machines_watch(&m);
 
         if (m.engine->result.recovered)
                 bus_emit_tree_changed(&m);
@@ -826,6 +868,7 @@ finish:
         }
         job_free(m.listing);
         unit_jobs_done(&m);
+        machines_done(&m);
         json_object_putp(&m.list_cache);
         image_list_free(&m.cache);
         sd_event_source_disable_unref(m.idle_timer);

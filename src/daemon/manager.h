@@ -20,6 +20,7 @@
  * module includes the header of one that calls it. */
 
 typedef struct Manager Manager;
+typedef struct MachineLookup MachineLookup;
 
 /* What the bus interface and the unit jobs ask of the daemon (daemon.c). */
 typedef struct ManagerOps {
@@ -34,6 +35,11 @@ typedef struct ManagerOps {
          * process of pidfd (taken), whose PID is pid; in the namespaces of unit's processes
          * (taken); or, with neither, everywhere. */
         int (*queue_commit)(Manager *m, sd_bus_message *request, int pidfd, pid_t pid, char *unit);
+        /* FollowMachines= (machines.h): queues, in the same queue, a follow of machine 'machine'
+         * through its leader's pidfd (taken, closed in every case) whose PID is pid, in the
+         * machine mode of engine_follow_machine(); with pidfd < 0, the drop of that machine's
+         * records.  Nobody waits for an answer. */
+        int (*queue_machine)(Manager *m, const char *machine, int pidfd, pid_t pid);
         /* Answers a ListImages call: from the last listing while nothing changed, else from a
          * listing job (one at a time, shared). */
         int (*list_images)(Manager *m, sd_bus_message *request);
@@ -88,6 +94,9 @@ typedef struct Job {
         pid_t target;
         bool follow;
         char *unit; /* Commit: the unit whose namespaces are committed */
+        /* FollowMachines=: the machine whose leader (follow) is followed, or whose records
+         * (!follow) are dropped; NULL: a Follow or Unfollow call. */
+        char *machine;
 
         pid_t pid;
         int fd;
@@ -133,6 +142,11 @@ struct Manager {
         SeenJob seen[UNIT_JOBS_SEEN_MAX];
         size_t seen_next;
         sd_bus_slot *job_removed_slot;
+
+        /* FollowMachines= (machines.c): systemd-machined's signals, its listing in flight, and
+         * the machines being looked up. */
+        sd_bus_slot *machine_new_slot, *machine_removed_slot, *machined_owner_slot, *list_machines_slot;
+        MachineLookup *machine_lookups;
 
         bool exiting;   /* SIGTERM: the running transition finishes and is answered, then exit */
         int releasing;  /* idle: 1 while the bus name is being given back, 2 once it is */

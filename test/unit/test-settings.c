@@ -70,6 +70,13 @@ int main(void) {
         CHECK(parse("[Extensions]\nDelay= 5\n", &c, &d, &msg) == 0 && c.delay_usec == 5ULL * 1000000ULL);
         CHECK(parse("[Daemon]\nDelay=5\n", &c, &d, &msg) == -EINVAL && strstr(msg, "unknown setting"));
 
+        /* FollowMachines=: a boolean of [Extensions], no by default, empty for the default. */
+        CHECK(parse("", &c, &d, &msg) == 0 && !d.follow_machines);
+        CHECK(parse("[Extensions]\nFollowMachines=yes\n", &c, &d, &msg) == 0 && d.follow_machines);
+        CHECK(parse("[Extensions]\nFollowMachines=yes\nFollowMachines=\n", &c, &d, &msg) == 0 && !d.follow_machines);
+        CHECK(parse("[Extensions]\nFollowMachines=sometimes\n", &c, &d, &msg) == -EINVAL && strstr(msg, "FollowMachines="));
+        CHECK(parse("[Daemon]\nFollowMachines=yes\n", &c, &d, &msg) == -EINVAL && strstr(msg, "unknown setting"));
+
         /* Errors name the line. */
         CHECK(parse("[Extensions]\nStrict=maybe\n", &c, &d, &msg) == -EINVAL);
         CHECK(msg && strstr(msg, "test.conf:2:") && strstr(msg, "Strict="));
