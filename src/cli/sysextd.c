@@ -369,6 +369,17 @@ static int run_local(const Args *a, EngineConfig *config) {
                 return local_transition(e, ENGINE_REFRESH, &a->options, &a->output);
         if (streq(a->verb, "unmerge"))
                 return local_transition(e, ENGINE_UNMERGE, &a->options, &a->output);
+        if (streq(a->verb, "follow") && strv_length(a->pids) > 1) {
+                /* All at once: one pass through the namespaces, not one per process. */
+                size_t n = strv_length(a->pids), i = 0;
+                _cleanup_free_ pid_t *pids = calloc(n, sizeof(pid_t));
+
+                if (!pids)
+                        return log_oom();
+                STRV_FOREACH(p, a->pids)
+                        pids[i++] = (pid_t) atoi(*p);
+                return engine_follow_many(e, pids, n);
+        }
         if (STR_IN_SET(a->verb, "follow", "unfollow")) {
                 int ret = 0;
 

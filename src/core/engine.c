@@ -1332,11 +1332,12 @@ typedef enum FollowOp {
         FOLLOW_OP_REMOVE,
         FOLLOW_OP_MACHINE,
         FOLLOW_OP_FORGET_MACHINE,
+        FOLLOW_OP_ADD_MANY,
 } FollowOp;
 
 /* Under the lock, after recovery: what is live must be what the journal says before anyone
  * follows it. */
-static int engine_follow_op(Engine *e, FollowOp op, pid_t pid, const char *machine) {
+static int engine_follow_op(Engine *e, FollowOp op, pid_t pid, const char *machine, const pid_t *pids, size_t n_pids) {
         _cleanup_journal_ Journal j = {};
         _cleanup_close_ int base = -EBADF;
         _cleanup_free_ char *msg = NULL;
@@ -1379,6 +1380,15 @@ static int engine_follow_op(Engine *e, FollowOp op, pid_t pid, const char *machi
                         if (r < 0)
                                 (void) set_message(&msg, -r, "Failed to read the followed namespaces: %s", strerror(-r));
                         break;
+                case FOLLOW_OP_ADD_MANY:
+                        /* Each failure was said in its own line. */
+                        r = follow_add_many(&h, pids, n_pids);
+                        if (r > 0)
+                                (void) set_message(&msg, ESRCH, "%i of %zu processes could not be followed (see above).", r, n_pids);
+                        r = r > 0 ? -ESRCH : r;
+                        if (r < 0 && !msg)
+                                (void) set_message(&msg, -r, "Failed to follow the mount namespaces: %s", strerror(-r));
+                        break;
                 }
                 if (r < 0)
                         r = engine_fail(e, r == -ESRCH || r == -ENOENT || r == -EINVAL ? ENGINE_ERROR_FAILED : ENGINE_ERROR_KERNEL_REFUSED,
@@ -1392,15 +1402,19 @@ static int engine_follow_op(Engine *e, FollowOp op, pid_t pid, const char *machi
 }
 
 int engine_follow(Engine *e, pid_t pid, bool follow, const char *machine) {
-        return engine_follow_op(e, follow ? FOLLOW_OP_ADD : FOLLOW_OP_REMOVE, pid, machine);
+        return engine_follow_op(e, follow ? FOLLOW_OP_ADD : FOLLOW_OP_REMOVE, pid, machine, NULL, 0);
+}
+
+int engine_follow_many(Engine *e, const pid_t *pids, size_t n) {
+        return engine_follow_op(e, FOLLOW_OP_ADD_MANY, 0, NULL, pids, n);
 }
 
 int engine_follow_machine(Engine *e, pid_t pid, const char *machine) {
-        return engine_follow_op(e, FOLLOW_OP_MACHINE, pid, machine);
+        return engine_follow_op(e, FOLLOW_OP_MACHINE, pid, machine, NULL, 0);
 }
 
 int engine_forget_machine(Engine *e, const char *machine) {
-        return engine_follow_op(e, FOLLOW_OP_FORGET_MACHINE, 0, machine);
+        return engine_follow_op(e, FOLLOW_OP_FORGET_MACHINE, 0, machine, NULL, 0);
 }
 
 int engine_followers(Engine *e, FollowerList *ret) {

@@ -122,6 +122,9 @@ int engine_commit(Engine *e, pid_t pid, const char *unit);
  * the host's trees now and after every transition; without, our trees there are detached.
  * machine: the machine it belongs to, if known.  Takes the lock. */
 int engine_follow(Engine *e, pid_t pid, bool follow, const char *machine);
+/* follow PID... with many processes: one update of all their namespaces at once; each failure
+ * is said in its own line.  Returns < 0 when any failed. */
+int engine_follow_many(Engine *e, const pid_t *pids, size_t n);
 /* FollowMachines=: the leader pid of machine 'machine' (follow_add_machine(): a machine of its
  * own OS, or in sysextd's namespace, is not followed; returns 1 when it is followed, 0 when
  * not), and the records of a machine that has gone dropped (follow_forget_machine(): returns

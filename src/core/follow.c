@@ -1057,6 +1057,95 @@ static int follow_add_full(const FollowHost *h, pid_t pid, const char *machine, 
         return 1;
 }
 
+/* Many processes at once: one worker goes through every namespace, the host's trees are cloned
+ * once.  A namespace named twice is followed once. */
+int follow_add_many(const FollowHost *h, const pid_t *pids, size_t n) {
+        _cleanup_(follower_list_done) FollowerList l = {};
+        _cleanup_free_ Follower *fresh = calloc(n ?: 1, sizeof(Follower));
+        _cleanup_free_ Follower **fs = calloc(n ?: 1, sizeof(Follower *));
+        _cleanup_free_ int *results = calloc(n ?: 1, sizeof(int));
+        _cleanup_free_ pid_t *of = calloc(n ?: 1, sizeof(pid_t));
+        size_t n_fresh = 0, k = 0;
+        uint64_t own = 0;
+        int r, failed = 0;
+
+        if (!fresh || !fs || !results || !of)
+                return -ENOMEM;
+        r = follower_list_load(h->journal_fd, &l);
+        if (r < 0)
+                return log_error_errno(r, "Failed to read the followed namespaces: %m");
+        (void) mount_namespace_id(&own);
+        for (size_t i = 0; i < n; i++) {
+                Follower *f = NULL;
+                uint64_t ns;
+
+                r = follow_namespace_of(pids[i], &ns);
+                if (r < 0) {
+                        log_error("Process %i cannot be followed: %s.", (int) pids[i], r == -ESRCH ? "no such process" : strerror(-r));
+                        failed++;
+                        continue;
+                }
+                if (ns == own) {
+                        log_error("Process %i is in sysextd's own mount namespace: it sees every transition already.", (int) pids[i]);
+                        failed++;
+                        continue;
+                }
+                for (size_t x = 0; x < l.n && !f; x++)
+                        if (l.followers[x].ns == ns)
+                                f = &l.followers[x];
+                for (size_t x = 0; x < n_fresh && !f; x++)
+                        if (fresh[x].ns == ns)
+                                f = &fresh[x];
+                if (!f) {
+                        f = &fresh[n_fresh++];
+                        f->ns = ns;
+                } else {
+                        bool seen = false;
+
+                        for (size_t x = 0; x < k && !seen; x++)
+                                seen = fs[x] == f;
+                        if (seen)
+                                continue;
+                }
+                f->pid = pids[i];
+                of[k] = pids[i];
+                fs[k++] = f;
+        }
+        r = follow_many(h, fs, k, false, results);
+        if (r < 0) {
+                log_error_errno(r, "Failed to follow the mount namespaces: %m");
+                failed += (int) k;
+                k = 0;
+        }
+        for (size_t i = 0; i < k; i++) {
+                Follower *f = fs[i];
+
+                if (results[i] == -ESRCH) {
+                        log_error("Process %i has gone; its namespace was not followed.", (int) of[i]);
+                        failed++;
+                        continue;
+                }
+                if (follower_save(h->journal_fd, f) < 0) {
+                        log_error("Failed to record the followed namespace of process %i.", (int) of[i]);
+                        failed++;
+                        continue;
+                }
+                log_follower(f, "could not be updated", true);
+                if (results[i] < 0) {
+                        _cleanup_free_ char *why = NULL;
+
+                        log_error("Process %i's mount namespace is followed, but it could not be updated now: %s", (int) of[i],
+                                  string_safe(strna(f->error), &why));
+                        failed++;
+                } else
+                        log_info("Mount namespace %" PRIu64 " of process %i follows the host (generation %" PRIu64 ").", f->ns,
+                                 (int) of[i], f->generation);
+        }
+        for (size_t i = 0; i < n_fresh; i++)
+                follower_done(&fresh[i]);
+        return failed;
+}
+
 int follow_add(const FollowHost *h, pid_t pid, const char *machine, char **ret_message) {
         int r = follow_add_full(h, pid, machine, false, ret_message);
         return r < 0 ? r : 0;

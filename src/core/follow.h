@@ -91,6 +91,10 @@ int follow_namespace_of(pid_t pid, uint64_t *ret);
  * *ret_message saying why otherwise. */
 int follow_add(const FollowHost *h, pid_t pid, const char *machine, char **ret_message);
 int follow_remove(const FollowHost *h, pid_t pid, char **ret_message);
+/* Starts following the namespaces of many processes at once (one worker for all).  Each that
+ * cannot be followed, or is followed but could not be updated, is said in one line at error
+ * level.  Returns how many of them failed, < 0 when none could be tried. */
+int follow_add_many(const FollowHost *h, const pid_t *pids, size_t n);
 
 /* FollowMachines=: as follow_add() for the leader of machine 'machine', except that a namespace
  * that is sysextd's own is skipped, and one not followed yet whose hierarchies show neither the

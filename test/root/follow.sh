@@ -270,6 +270,20 @@ if part c; then
 	run_sysextd unfollow "${cpid[c3]}"
 	assert_failed "unfollow of a namespace not followed"
 	assert_contains "$ERR" "not followed" "the error"
+
+	check "(c) follow of many at once: the good ones followed, each bad one in its own line"
+	run_sysextd follow "${cpid[c3]}" 999999999 "${cpid[c3]}" $$
+	assert_failed "follow of c3, no process, c3 again and our own namespace"
+	assert_eq "$(grep -c 'follows the host' <<<"$ERR")" 1 "c3 followed once"
+	assert_contains "$ERR" "Process 999999999 cannot be followed: no such process." "the gone PID in its line"
+	assert_contains "$ERR" "Process $$ is in sysextd's own mount namespace" "our own namespace in its line"
+	assert_contains "$ERR" "2 of 4 processes could not be followed" "the summary"
+	assert_eq "$(in_ct c3 $file)" "$(cat "$R/$file")" "c3 shows the host's version"
+	run_sysextd status --json
+	assert_eq "$(json_q "$OUT" "len([f for f in d['followed'] if f['pid'] == ${cpid[c3]}])")" 1 "status lists c3 once"
+	run_sysextd unfollow "${cpid[c3]}"
+	assert_ok "unfollow c3 after the batch"
+	assert_eq "$(in_ct c3 $file)" base "c3 shows its base again"
 fi
 
 if part d; then
