@@ -79,10 +79,11 @@
 
 static const char *const view_names[_FOLLOW_VIEW_MAX] = {
         [FOLLOW_VIEW_ABSENT] = "absent", [FOLLOW_VIEW_OURS] = "ours", [FOLLOW_VIEW_BASE] = "base",
-        [FOLLOW_VIEW_HOST_TREE] = "host-tree", [FOLLOW_VIEW_OTHER] = "other",
+        [FOLLOW_VIEW_HOST_TREE] = "host-tree", [FOLLOW_VIEW_OTHER] = "other", [FOLLOW_VIEW_WAITING] = "waiting",
 };
 
 static const char *const action_names[_FOLLOW_ACTION_MAX] = {
+        [FOLLOW_DELAY] = "delay",   [FOLLOW_COMMIT] = "commit", [FOLLOW_PROMOTE] = "promote",
         [FOLLOW_KEEP] = "keep",     [FOLLOW_ATTACH] = "attach", [FOLLOW_REPLACE] = "replace",
         [FOLLOW_DETACH] = "detach", [FOLLOW_LEAVE] = "leave",
 };
@@ -95,14 +96,30 @@ const char *follow_action_to_string(FollowAction a) {
         return a >= 0 && a < _FOLLOW_ACTION_MAX ? action_names[a] : NULL;
 }
 
-FollowAction follow_decide(FollowView v, bool host_tree, bool current) {
-        switch (v) {
+/* During a delayed transition of the host, a followed namespace takes part as a service does:
+ * the host's new tree goes beneath ours there (DELAY) and ours stays on top until the namespace
+ * commits (COMMIT through delay.c, or umount there: PROMOTE at the next update) or the host
+ * does (COMMIT here, at the update after its commit).  A namespace that shows the base during a
+ * delay gets the host's live tree; it gets the new one at the host's commit. */
+FollowAction follow_decide(const FollowFacts *f) {
+        switch (f->view) {
         case FOLLOW_VIEW_OURS:
-                if (!host_tree)
-                        return FOLLOW_DETACH;
-                return current ? FOLLOW_KEEP : FOLLOW_REPLACE;
+                if (!f->host_tree)
+                        /* Stopping with a tree waiting beneath ours would show that tree:
+                         * the caller refuses that before (commit first). */
+                        return f->waiting ? FOLLOW_LEAVE : FOLLOW_DETACH;
+                if (f->waiting && f->waiting_current)
+                        return FOLLOW_COMMIT;
+                if (f->current)
+                        return f->pending && !f->waiting ? FOLLOW_DELAY : FOLLOW_KEEP;
+                return FOLLOW_REPLACE;
+        case FOLLOW_VIEW_WAITING:
+                if (f->host_tree && (f->waiting_current || f->waiting_pending))
+                        return FOLLOW_PROMOTE;
+                /* Not the host's any more: it is replaced, as our tree would be. */
+                return f->host_tree ? FOLLOW_REPLACE : FOLLOW_DETACH;
         case FOLLOW_VIEW_BASE:
-                return host_tree ? FOLLOW_ATTACH : FOLLOW_KEEP;
+                return f->host_tree ? FOLLOW_ATTACH : FOLLOW_KEEP;
         case FOLLOW_VIEW_HOST_TREE:
         case FOLLOW_VIEW_OTHER:
                 return FOLLOW_LEAVE;
@@ -115,6 +132,7 @@ void follower_done(Follower *f) {
         free(f->name);
         free(f->machine);
         tree_list_done(&f->trees);
+        tree_list_done(&f->waiting);
         strv_free(f->problems);
         free(f->error);
         *f = (Follower) {};
@@ -127,33 +145,60 @@ void follower_list_done(FollowerList *l) {
         *l = (FollowerList) {};
 }
 
-static Tree *follower_tree(Follower *f, const char *hierarchy) {
-        for (size_t i = 0; i < f->trees.n; i++)
-                if (streq(f->trees.trees[i]->hierarchy, hierarchy))
-                        return f->trees.trees[i];
+static Tree *tree_of(TreeList *l, const char *hierarchy) {
+        for (size_t i = 0; i < l->n; i++)
+                if (streq(l->trees[i]->hierarchy, hierarchy))
+                        return l->trees[i];
         return NULL;
 }
 
-int follower_to_json_string(const Follower *f, char **ret) {
-        _cleanup_json_ json_object *o = json_object_new_object(), *trees = json_object_new_array();
-        const char *s;
-        int r;
+static Tree *follower_tree(Follower *f, const char *hierarchy) {
+        return tree_of(&f->trees, hierarchy);
+}
 
-        if (!o || !trees)
-                return -ENOMEM;
-        for (size_t i = 0; i < f->trees.n; i++) {
+static json_object *trees_to_json(const TreeList *l) {
+        _cleanup_json_ json_object *a = json_object_new_array();
+
+        if (!a)
+                return NULL;
+        for (size_t i = 0; i < l->n; i++) {
                 _cleanup_free_ char *text = NULL;
                 json_object *t;
 
-                r = tree_to_json_string(f->trees.trees[i], &text);
-                if (r < 0)
-                        return r;
+                if (tree_to_json_string(l->trees[i], &text) < 0)
+                        return NULL;
                 t = json_parse_object(text);
-                if (!t || json_object_array_add(trees, t) < 0) {
+                if (!t || json_object_array_add(a, t) < 0) {
                         json_object_put(t);
-                        return -ENOMEM;
+                        return NULL;
                 }
         }
+        return TAKE_PTR(a);
+}
+
+/* One tree per hierarchy at most. */
+static int trees_from_json(json_object *a, TreeList *l) {
+        if (!a || json_object_array_length(a) > HIERARCHIES_MAX)
+                return -EBADMSG;
+        for (size_t i = 0; i < json_object_array_length(a); i++) {
+                _cleanup_(tree_done) Tree t = {};
+                const char *s = json_object_to_json_string(json_object_array_get_idx(a, i));
+
+                if (!s || tree_from_json_string(s, &t) < 0 || tree_of(l, t.hierarchy))
+                        return -EBADMSG;
+                if (tree_list_add(l, &t) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+int follower_to_json_string(const Follower *f, char **ret) {
+        _cleanup_json_ json_object *o = json_object_new_object(), *trees = trees_to_json(&f->trees),
+                                   *waiting = trees_to_json(&f->waiting);
+        const char *s;
+
+        if (!o || !trees || !waiting)
+                return -ENOMEM;
         json_object_object_add(o, "namespace", json_object_new_uint64(f->ns));
         json_object_object_add(o, "pid", json_object_new_uint64((uint64_t) f->pid));
         json_object_object_add(o, "name", json_new_string_or_null(f->name));
@@ -161,6 +206,7 @@ int follower_to_json_string(const Follower *f, char **ret) {
         json_object_object_add(o, "generation", json_object_new_uint64(f->generation));
         json_object_object_add(o, "since", json_object_new_uint64(f->since));
         json_object_object_add(o, "trees", TAKE_PTR(trees));
+        json_object_object_add(o, "waiting", TAKE_PTR(waiting));
         json_object_object_add(o, "problems", json_new_strv(f->problems));
         json_object_object_add(o, "error", json_new_string_or_null(f->error));
         s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
@@ -171,8 +217,9 @@ int follower_to_json_string(const Follower *f, char **ret) {
 int follower_from_json_string(const char *text, Follower *ret) {
         _cleanup_json_ json_object *o = json_parse_object(text);
         _cleanup_(follower_done) Follower f = {};
-        json_object *trees;
+        json_object *waiting;
         uint64_t pid;
+        int r;
 
         if (!o)
                 return -EBADMSG;
@@ -184,17 +231,15 @@ int follower_from_json_string(const char *text, Follower *ret) {
             json_get_string_or_null(o, "error", FOLLOW_TEXT_MAX, &f.error) < 0)
                 return -EBADMSG;
         f.pid = (pid_t) pid;
-        trees = json_get_array(o, "trees");
-        if (!trees || json_object_array_length(trees) > HIERARCHIES_MAX)
-                return -EBADMSG;
-        for (size_t i = 0; i < json_object_array_length(trees); i++) {
-                _cleanup_(tree_done) Tree t = {};
-                const char *s = json_object_to_json_string(json_object_array_get_idx(trees, i));
-
-                if (!s || tree_from_json_string(s, &t) < 0 || follower_tree(&f, t.hierarchy))
-                        return -EBADMSG;
-                if (tree_list_add(&f.trees, &t) < 0)
-                        return -ENOMEM;
+        r = trees_from_json(json_get_array(o, "trees"), &f.trees);
+        if (r < 0)
+                return r;
+        /* Optional: a record written before delays reached followers has none. */
+        waiting = json_get_array(o, "waiting");
+        if (waiting) {
+                r = trees_from_json(waiting, &f.waiting);
+                if (r < 0)
+                        return r;
         }
         *ret = f;
         f = (Follower) {};
@@ -386,6 +431,9 @@ typedef struct FollowInput {
         const char *rel;
         int tree_fd;          /* a clone of the host's tree, -EBADF: none */
         const Tree *host;     /* the host's tree */
+        int pending_fd;       /* a clone of the host's tree waiting beneath it (delayed), -EBADF */
+        const Tree *pending;  /* the host's waiting tree, NULL: the host's transition is not delayed */
+        const Tree *waiting;  /* the waiting tree beneath ours there (from the record), NULL: none */
         dev_t base_dev;       /* the host's base directory of the hierarchy */
         ino_t base_ino;
         bool base_known;
@@ -503,6 +551,30 @@ static int carry_children(FollowInput *in, size_t n, MountChildren *children, ch
         return follow_enter(ctx);
 }
 
+/* COMMIT in a namespace: our old top is detached there, checked on a pinned fd right before: it
+ * is ours by identity, and right beneath it (its parent mount) is the waiting tree, by its
+ * superblock.  What shows then is that tree, with the mounts below it carried when it was put
+ * there. */
+static int follow_commit_top(int fd, const Tree *old, const Tree *waiting, const char *path, char *message, size_t size) {
+        MountEntry top = {}, below = {};
+        MountIdentity m;
+        int r = 0;
+
+        if (!old || !waiting || tree_check_fd(old, fd, NULL) <= 0 || mount_identity_of_fd(fd, &m) < 0 ||
+            mountinfo_find(m.id, &top) < 0 || mountinfo_find(top.parent_id, &below) < 0 || below.dev != waiting->dev ||
+            !streq_ptr(below.fstype, "overlay")) {
+                snprintf(message, size, "%s: the tree waiting beneath sysextd's there is not right beneath it; nothing was changed",
+                         path);
+                r = -EBUSY;
+        } else if (umount2(FORMAT_PROC_FD_PATH(fd), MNT_DETACH) < 0) {
+                r = negative_errno();
+                snprintf(message, size, "%s: the previous tree could not be detached there: %s", path, strerror(-r));
+        }
+        mount_entry_done(&top);
+        mount_entry_done(&below);
+        return r;
+}
+
 /* Step 4 and 5, in the child, in the namespace. */
 static int follow_in_namespace(FollowInput *in, size_t n, const FollowEntry *ctx, FollowOutcome *out) {
         _cleanup_close_ int root = -EBADF;
@@ -513,7 +585,7 @@ static int follow_in_namespace(FollowInput *in, size_t n, const FollowEntry *ctx
         char paths[HIERARCHIES_MAX][PATH_MAX];
         _cleanup_free_ char *msg = NULL;
         size_t n_targets = 0, map[HIERARCHIES_MAX];
-        bool need_carry = false;
+        bool need_carry = false, any_delay = false;
         int r = 0;
 
         root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -525,6 +597,7 @@ static int follow_in_namespace(FollowInput *in, size_t n, const FollowEntry *ctx
                 MountIdentity m;
                 struct stat st;
                 bool current = false;
+                const Tree *ours;
 
                 snprintf(paths[i], sizeof(paths[i]), "/%s", in[i].rel);
                 fd = hierarchy_open(root, in[i].rel);
@@ -541,19 +614,32 @@ static int follow_in_namespace(FollowInput *in, size_t n, const FollowEntry *ctx
                 if (in[i].old && tree_check_fd(in[i].old, fd, NULL) > 0) {
                         out[i].view = FOLLOW_VIEW_OURS;
                         current = in[i].host && in[i].old->dev == in[i].host->dev;
-                } else if (in[i].base_known && st.st_dev == in[i].base_dev && st.st_ino == in[i].base_ino)
+                } else if (in[i].waiting && tree_check_fd(in[i].waiting, fd, NULL) > 0)
+                        out[i].view = FOLLOW_VIEW_WAITING;
+                else if (in[i].base_known && st.st_dev == in[i].base_dev && st.st_ino == in[i].base_ino)
                         out[i].view = FOLLOW_VIEW_BASE;
                 else if (m.overlay && in[i].host && m.dev == in[i].host->dev)
                         out[i].view = FOLLOW_VIEW_HOST_TREE;
                 else
                         out[i].view = FOLLOW_VIEW_OTHER;
-                out[i].action = follow_decide(out[i].view, in[i].tree_fd >= 0, current);
+                out[i].action = follow_decide(&(FollowFacts) {
+                        .view = out[i].view,
+                        .host_tree = in[i].tree_fd >= 0,
+                        .current = current,
+                        .pending = in[i].pending_fd >= 0,
+                        .waiting = in[i].waiting,
+                        .waiting_current = in[i].waiting && in[i].host && in[i].waiting->dev == in[i].host->dev,
+                        .waiting_pending = in[i].waiting && in[i].pending && in[i].waiting->dev == in[i].pending->dev,
+                });
+                ours = out[i].view == FOLLOW_VIEW_WAITING ? in[i].waiting : in[i].old;
 
                 if (out[i].action == FOLLOW_LEAVE) {
                         _cleanup_free_ char *what = NULL;
                         MountEntry e = {};
 
-                        if (out[i].view == FOLLOW_VIEW_HOST_TREE)
+                        if (out[i].view == FOLLOW_VIEW_OURS)
+                                what = strdup("sysextd's tree with a delayed transition's tree beneath it (commit it first)");
+                        else if (out[i].view == FOLLOW_VIEW_HOST_TREE)
                                 what = strdup("the host's tree already (it receives the host's mounts, or someone bound it there)");
                         else if (m.is_root && mountinfo_find(m.id, &e) >= 0)
                                 what = mount_entry_describe(&e);
@@ -563,12 +649,27 @@ static int follow_in_namespace(FollowInput *in, size_t n, const FollowEntry *ctx
                         snprintf(out[i].message, sizeof(out[i].message), "%s shows %s; left alone", in[i].rel, strna(what));
                         continue;
                 }
-                if (out[i].action == FOLLOW_KEEP)
+                if (IN_SET(out[i].action, FOLLOW_KEEP, FOLLOW_PROMOTE))
                         continue;
+                if (out[i].action == FOLLOW_COMMIT) {
+                        r = follow_commit_top(fd, in[i].old, in[i].waiting, paths[i], out[i].message, sizeof(out[i].message));
+                        if (r < 0)
+                                goto finish;
+                        out[i].state = SWAP_DETACHED;
+                        continue;
+                }
+                if (out[i].action == FOLLOW_DELAY) {
+                        /* The host's waiting tree goes beneath ours; ours stays on top. */
+                        safe_close(in[i].tree_fd);
+                        in[i].tree_fd = TAKE_FD(in[i].pending_fd);
+                        news[i] = *in[i].pending;
+                        any_delay = true;
+                } else if (in[i].tree_fd >= 0)
+                        news[i] = *in[i].host;
 
                 /* A swap at this hierarchy. */
-                if (in[i].old) {
-                        olds[i] = *in[i].old;
+                if (ours) {
+                        olds[i] = *ours;
                         olds[i].writable = false; /* the host sealed it before its own swap */
                 }
                 r = mount_children_read(fd, paths[i], &children[i]);
@@ -578,7 +679,6 @@ static int follow_in_namespace(FollowInput *in, size_t n, const FollowEntry *ctx
                         goto finish;
                 }
                 if (in[i].tree_fd >= 0) {
-                        news[i] = *in[i].host;
                         news[i].writable = false;
                         news[i].workdir = NULL;
                         r = tree_set_identity(&news[i], in[i].tree_fd);
@@ -597,7 +697,7 @@ static int follow_in_namespace(FollowInput *in, size_t n, const FollowEntry *ctx
                         .path = paths[i],
                         .tree_fd = in[i].tree_fd,
                         .new_tree = in[i].tree_fd >= 0 ? &news[i] : NULL,
-                        .old = in[i].old ? &olds[i] : NULL,
+                        .old = ours ? &olds[i] : NULL,
                         .planned_top_id = m.id,
                         .children = &children[i],
                 };
@@ -627,11 +727,32 @@ static int follow_in_namespace(FollowInput *in, size_t n, const FollowEntry *ctx
                 }
         }
 
+        /* A delayed swap in a namespace leaves every old top there: the other swaps there wait
+         * for the host's commit too. */
+        if (any_delay)
+                for (size_t k = 0; k < n_targets; k++)
+                        if (out[map[k]].action != FOLLOW_DELAY) {
+                                out[map[k]].action = FOLLOW_KEEP;
+                                targets[k].tree_fd = -EBADF;
+                                targets[k].new_tree = NULL;
+                                targets[k].old = NULL;
+                        }
+        if (any_delay) {
+                size_t w = 0;
+
+                for (size_t k = 0; k < n_targets; k++)
+                        if (out[map[k]].action == FOLLOW_DELAY) {
+                                targets[w] = targets[k];
+                                map[w++] = map[k];
+                        }
+                n_targets = w;
+        }
         if (n_targets > 0) {
                 r = swap_all(targets, n_targets,
                              &(SwapOptions) {
                                      .mount_beneath = kernel_has_mount_beneath(),
                                      .allow_degraded = false,
+                                     .delay = any_delay,
                              },
                              &msg);
                 for (size_t k = 0; k < n_targets; k++) {
@@ -691,6 +812,62 @@ static int host_tree_clone(const FollowHost *h, const char *rel, const Tree *t, 
         return 0;
 }
 
+/* Step 2 during a delayed transition: a clone of the host's waiting tree, which no path reaches
+ * (the host's old top covers it).  In a copy of the host's namespace (a slave: nothing goes
+ * back), the copy of the old top is detached, proven by its superblock, and what shows then is
+ * proven the waiting tree's copy and cloned.  The caller enters the host's namespace again
+ * after it. */
+static int host_pending_clone(const FollowHost *h, const char *rel, const Tree *live, const Tree *pending, int *ret) {
+        _cleanup_free_ char *path = path_join(h->root, rel);
+        _cleanup_close_ int fd = -EBADF;
+        MountIdentity m;
+        int clone, r;
+
+        if (!path)
+                return -ENOMEM;
+        if (!live)
+                return -ESTALE;
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0)
+                return negative_errno();
+        fd = openat_resolve(AT_FDCWD, path, O_PATH | O_DIRECTORY | O_CLOEXEC, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        if (fd < 0)
+                return fd;
+        if (mount_identity_of_fd(fd, &m) < 0 || !m.overlay || !m.is_root || m.dev != live->dev)
+                return -ESTALE;
+        if (umount2(FORMAT_PROC_FD_PATH(fd), MNT_DETACH) < 0)
+                return negative_errno();
+        safe_close(fd);
+        fd = openat_resolve(AT_FDCWD, path, O_PATH | O_DIRECTORY | O_CLOEXEC, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        if (fd < 0)
+                return fd;
+        if (mount_identity_of_fd(fd, &m) < 0 || !m.overlay || !m.is_root || m.dev != pending->dev)
+                return -ESTALE;
+        clone = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+        if (clone < 0)
+                return negative_errno();
+        if (mount_setattr(clone, "", AT_EMPTY_PATH, &(struct mount_attr) { .propagation = MS_PRIVATE },
+                          sizeof(struct mount_attr)) < 0) {
+                r = negative_errno();
+                safe_close(clone);
+                return r;
+        }
+        *ret = clone;
+        return 0;
+}
+
+/* The host's tree waiting beneath its live one at rel, while its transition is delayed. */
+static const Tree *host_pending_tree(const FollowHost *h, const char *rel) {
+        if (!journal_delayed(h->journal))
+                return NULL;
+        for (size_t i = 0; i < h->journal->n_transitions; i++) {
+                const JournalTransition *t = &h->journal->transitions[i];
+
+                if (streq(t->hierarchy, rel) && t->new_tree && t->old_tree)
+                        return tree_list_find((TreeList *) &h->journal->trees, t->new_tree);
+        }
+        return NULL;
+}
+
 /* One namespace's update: prepared in the host, carried out by the worker, recorded from its
  * report. */
 typedef struct FollowJob {
@@ -727,8 +904,10 @@ static int follow_prepare(const FollowHost *h, Follower *f, bool stop, FollowJob
                 _cleanup_close_ int base = -EBADF;
                 struct stat st;
 
-                *i = (FollowInput) { .rel = *rel, .tree_fd = -EBADF, .old = follower_tree(f, *rel) };
+                *i = (FollowInput) { .rel = *rel, .tree_fd = -EBADF, .pending_fd = -EBADF, .old = follower_tree(f, *rel),
+                                     .waiting = tree_of(&f->waiting, *rel) };
                 i->host = stop ? NULL : host_tree(h, *rel);
+                i->pending = stop || !i->host ? NULL : host_pending_tree(h, *rel);
                 base = openat_resolve(h->base_fd, *rel, O_PATH | O_DIRECTORY | O_CLOEXEC,
                                       RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
                 if (base >= 0 && fstat(base, &st) >= 0) {
@@ -776,6 +955,20 @@ static void follow_job_run(const FollowHost *h, FollowJob *j, int host_ns, int p
                 snprintf(rep->message, sizeof(rep->message), "The host's namespace could not be entered again: %s",
                          strerror(-rep->r));
                 return;
+        }
+        for (size_t i = 0; i < j->n; i++) {
+                if (!j->in[i].pending)
+                        continue;
+                r = host_pending_clone(h, j->in[i].rel, j->in[i].host, j->in[i].pending, &j->in[i].pending_fd);
+                if (r >= 0 && (setns(host_ns, CLONE_NEWNS) < 0 || fchdir(proc_fd) < 0))
+                        r = negative_errno();
+                if (r < 0) {
+                        rep->r = r;
+                        snprintf(rep->message, sizeof(rep->message),
+                                 "The host's tree of /%s waiting for the delayed transition cannot be cloned: %s", j->in[i].rel,
+                                 strerror(-r));
+                        return;
+                }
         }
         for (size_t i = 0; i < j->n; i++) {
                 if (!j->in[i].host)
@@ -837,8 +1030,10 @@ static int follow_jobs_run(const FollowHost *h, FollowJob *jobs, size_t n_jobs, 
                         FollowReport rep = {};
 
                         follow_job_run(h, &jobs[i], host_ns, proc_fd, &rep);
-                        for (size_t x = 0; x < jobs[i].n; x++)
+                        for (size_t x = 0; x < jobs[i].n; x++) {
                                 jobs[i].in[x].tree_fd = safe_close(jobs[i].in[x].tree_fd);
+                                jobs[i].in[x].pending_fd = safe_close(jobs[i].in[x].pending_fd);
+                        }
                         if (write_full(pipe_fds[1], &rep, sizeof(rep)) < 0)
                                 _exit(1);
                 }
@@ -869,11 +1064,53 @@ static int strv_extend_safe(char ***l, const char *s) {
         return strv_extend(l, string_safe(s, &safe));
 }
 
+/* A record of a tree of ours in a followed namespace, made from the host's record of it (t) and
+ * what the worker found there (o). */
+static int follower_add_tree(TreeList *l, const char *rel, const Tree *host, uint64_t generation, const FollowOutcome *o) {
+        _cleanup_(tree_done) Tree t = {};
+        _cleanup_free_ char *id = NULL;
+
+        if (random_hex(TREE_ID_LEN / 2, &id) < 0 || !(t.hierarchy = strdup(rel)) ||
+            (host && strv_copy(host->extensions, &t.extensions) < 0))
+                return -ENOMEM;
+        t.id = TAKE_PTR(id);
+        t.generation = generation;
+        t.unique_id = o->unique_id;
+        t.mount_id = o->mount_id;
+        t.dev = (dev_t) o->dev;
+        t.since = now_realtime_usec();
+        if (tree_list_add(l, &t) < 0)
+                return -ENOMEM;
+        t = (Tree) {};
+        return 0;
+}
+
+/* The waiting tree of hierarchy rel shows there: it becomes the recorded one. */
+static int follower_promote(Follower *f, const char *rel) {
+        Tree *w = tree_of(&f->waiting, rel), *old = tree_of(&f->trees, rel);
+        _cleanup_(tree_done) Tree t = {};
+
+        if (!w)
+                return 0;
+        t = (Tree) { .generation = w->generation, .unique_id = w->unique_id, .mount_id = w->mount_id, .dev = w->dev,
+                     .since = now_realtime_usec() };
+        if (!(t.id = strdup(w->id)) || !(t.hierarchy = strdup(w->hierarchy)) || strv_copy(w->extensions, &t.extensions) < 0)
+                return -ENOMEM;
+        if (old)
+                tree_list_drop(&f->trees, old->id);
+        tree_list_drop(&f->waiting, w->id);
+        if (tree_list_add(&f->trees, &t) < 0)
+                return -ENOMEM;
+        t = (Tree) {};
+        return 0;
+}
+
 /* Step 6: the record of one namespace from its job's report.  Returns 0, -ESRCH when the
  * namespace has gone, or < 0 with f->error set. */
 static int follow_record(const FollowHost *h, FollowJob *j, const FollowReport *rep) {
         Follower *f = j->f;
         bool failed = false;
+        int r;
 
         free(f->error);
         f->error = NULL;
@@ -891,34 +1128,35 @@ static int follow_record(const FollowHost *h, FollowJob *j, const FollowReport *
 
                 if (o->action == FOLLOW_LEAVE)
                         (void) strv_extend_safe(&f->problems, o->message);
-                if (!IN_SET(o->action, FOLLOW_ATTACH, FOLLOW_REPLACE, FOLLOW_DETACH))
+                if (o->action == FOLLOW_PROMOTE || (o->action == FOLLOW_COMMIT && o->state == SWAP_DETACHED)) {
+                        /* The waiting tree shows there now: it is the one recorded. */
+                        r = follower_promote(f, rel);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                if (o->action == FOLLOW_DELAY && o->state == SWAP_DELAYED) {
+                        r = follower_add_tree(&f->waiting, rel, j->in[i].pending, h->journal->pending_generation, o);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                if (!IN_SET(o->action, FOLLOW_ATTACH, FOLLOW_REPLACE, FOLLOW_DETACH, FOLLOW_DELAY, FOLLOW_COMMIT))
                         continue;
                 if (!IN_SET(o->state, SWAP_ATTACHED, SWAP_REPLACED, SWAP_DETACHED)) {
                         failed = true;
                         continue;
                 }
-                /* The old tree there is gone; the new one, if any, is recorded. */
+                /* The old tree there is gone (ours, or the waiting one that showed); the new
+                 * one, if any, is recorded. */
                 if (j->in[i].old)
                         tree_list_drop(&f->trees, j->in[i].old->id);
+                if (j->in[i].waiting)
+                        tree_list_drop(&f->waiting, j->in[i].waiting->id);
                 if (o->state != SWAP_DETACHED) {
-                        Tree t = {};
-                        _cleanup_free_ char *id = NULL;
-
-                        if (random_hex(TREE_ID_LEN / 2, &id) < 0 || !(t.hierarchy = strdup(rel)) ||
-                            strv_copy(j->in[i].host->extensions, &t.extensions) < 0) {
-                                tree_done(&t);
-                                return -ENOMEM;
-                        }
-                        t.id = TAKE_PTR(id);
-                        t.generation = h->journal->generation;
-                        t.unique_id = o->unique_id;
-                        t.mount_id = o->mount_id;
-                        t.dev = (dev_t) o->dev;
-                        t.since = now_realtime_usec();
-                        if (tree_list_add(&f->trees, &t) < 0) {
-                                tree_done(&t);
-                                return -ENOMEM;
-                        }
+                        r = follower_add_tree(&f->trees, rel, j->in[i].host, h->journal->generation, o);
+                        if (r < 0)
+                                return r;
                 }
         }
         if (rep->r < 0 || failed) {
@@ -1193,6 +1431,10 @@ int follow_remove(const FollowHost *h, pid_t pid, char **ret_message) {
                         f = &l.followers[i];
         if (!f)
                 return set_message(ret_message, ENOENT, "The mount namespace of process %i is not followed.", (int) pid);
+        if (f->waiting.n > 0)
+                return set_message(ret_message, EBUSY,
+                                   "A delayed transition waits in the mount namespace of process %i; commit it first (sysextd commit --pid=%i).",
+                                   (int) pid, (int) pid);
         f->pid = pid;
         r = follow_one(h, f, true);
         if (r < 0 && r != -ESRCH) {

@@ -19,6 +19,8 @@ typedef enum FollowView {
         FOLLOW_VIEW_HOST_TREE, /* a copy or bind of the host's tree that is not ours there
                                 * (propagation, or someone's bind): it follows without us */
         FOLLOW_VIEW_OTHER,     /* something else: the container's own OS, a foreign mount */
+        FOLLOW_VIEW_WAITING,   /* the tree a delayed transition put beneath ours there, by its
+                                * identity: the namespace dropped our old top itself */
         _FOLLOW_VIEW_MAX,
 } FollowView;
 
@@ -28,16 +30,30 @@ typedef enum FollowAction {
         FOLLOW_REPLACE, /* our older tree shows: the host's tree goes beneath it, ours is detached */
         FOLLOW_DETACH,  /* our tree goes (the host has none, or the namespace stops following) */
         FOLLOW_LEAVE,   /* not ours and not the base: left alone, reported */
+        FOLLOW_DELAY,   /* the host's transition is delayed: its new tree goes beneath ours there,
+                         * ours stays on top until the namespace or the host commits */
+        FOLLOW_COMMIT,  /* the tree waiting beneath ours is the host's now: ours is detached */
+        FOLLOW_PROMOTE, /* the waiting tree shows already (the namespace committed): recorded */
         _FOLLOW_ACTION_MAX,
 } FollowAction;
 
 const char *follow_view_to_string(FollowView v);
 const char *follow_action_to_string(FollowAction a);
 
-/* The decision for one hierarchy of a followed namespace: pure.  host_tree: the host shows a
- * tree of ours with extensions (and the namespace keeps following); current: the namespace's
- * tree of ours is already the host's (the same superblock). */
-FollowAction follow_decide(FollowView v, bool host_tree, bool current);
+/* What a decision knows of one hierarchy of a followed namespace. */
+typedef struct FollowFacts {
+        FollowView view;
+        bool host_tree; /* the host shows a tree of ours with extensions (and the namespace keeps
+                         * following) */
+        bool current;   /* the namespace's tree of ours is already the host's (same superblock) */
+        bool pending;   /* the host's transition is delayed: a new tree waits beneath its own */
+        bool waiting;   /* a tree of a delayed transition waits beneath ours there (recorded) */
+        bool waiting_current; /* that tree is the host's live tree (same superblock) */
+        bool waiting_pending; /* that tree is the host's waiting tree (same superblock) */
+} FollowFacts;
+
+/* The decision for one hierarchy of a followed namespace: pure. */
+FollowAction follow_decide(const FollowFacts *f);
 
 /* A namespace that follows the host: run/sysextd/follow/NS.json. */
 typedef struct Follower {
@@ -48,6 +64,7 @@ typedef struct Follower {
         uint64_t generation; /* the host's generation it shows */
         uint64_t since;      /* CLOCK_REALTIME µs of its last update */
         TreeList trees;      /* our trees there, one per hierarchy at most (Tree.hierarchy) */
+        TreeList waiting;    /* a delayed transition's trees beneath them, one per hierarchy */
         char **problems;     /* hierarchies left alone there and why ("usr: …") */
         char *error;         /* why its last update failed; NULL: it did not */
         /* Not recorded: the last update found the host's base or a tree of the host at some
