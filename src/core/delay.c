@@ -179,14 +179,24 @@ static int for_each_namespace(int (*f)(pid_t pid, uint64_t ns, void *userdata), 
 typedef struct ScanContext {
         const DelayHierarchy *h;
         size_t n;
+        const uint64_t *followed;
+        size_t n_followed;
         DelayScan *scan;
 } ScanContext;
+
+/* Where a hierarchy is, below a namespace's root: the host's path, or, in a namespace that
+ * follows the host, the hierarchy below its own root. */
+static const char *hierarchy_path(const DelayHierarchy *h, bool followed) {
+        return followed && h->rel ? h->rel : h->path + strspn(h->path, "/");
+}
 
 static int scan_one(pid_t pid, uint64_t ns, void *userdata) {
         ScanContext *c = userdata;
         _cleanup_close_ int root = -EBADF;
         bool any_old = false, all_new = true;
         char path[64];
+
+        bool followed = seen_before(c->followed, c->n_followed, ns);
 
         snprintf(path, sizeof(path), "/proc/%i/root", (int) pid);
         root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -196,7 +206,7 @@ static int scan_one(pid_t pid, uint64_t ns, void *userdata) {
                 _cleanup_close_ int fd = -EBADF;
                 struct stat st;
 
-                fd = openat_resolve(root, c->h[i].path + strspn(c->h[i].path, "/"), O_PATH | O_DIRECTORY,
+                fd = openat_resolve(root, hierarchy_path(&c->h[i], followed), O_PATH | O_DIRECTORY,
                                     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
                 if (fd < 0 || fstat(fd, &st) < 0) {
                         all_new = false;
@@ -214,9 +224,9 @@ static int scan_one(pid_t pid, uint64_t ns, void *userdata) {
         return 0;
 }
 
-int delay_scan(const DelayHierarchy *h, size_t n, DelayScan *ret) {
+int delay_scan(const DelayHierarchy *h, size_t n, const uint64_t *followed, size_t n_followed, DelayScan *ret) {
         _cleanup_(delay_scan_done) DelayScan s = {};
-        ScanContext c = { .h = h, .n = n, .scan = &s };
+        ScanContext c = { .h = h, .n = n, .followed = followed, .n_followed = n_followed, .scan = &s };
         int r;
 
         r = for_each_namespace(scan_one, &c);
@@ -309,9 +319,13 @@ finish:
         return v;
 }
 
-static int open_hierarchy(const DelayHierarchy *h) {
+static int open_hierarchy(const DelayHierarchy *h, bool followed) {
+        _cleanup_free_ char *p = strjoin3("/", hierarchy_path(h, followed), "");
+
         /* From this process's root, which is the namespace's process's. */
-        return openat_resolve(AT_FDCWD, h->path, O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        if (!p)
+                return -ENOMEM;
+        return openat_resolve(AT_FDCWD, p, O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 }
 
 typedef struct CommitReport {
@@ -320,7 +334,7 @@ typedef struct CommitReport {
 } CommitReport;
 
 /* Steps 2 and 3, in the child, in the namespace. */
-static void commit_in_namespace(const DelayHierarchy *h, size_t n, CommitReport *rep) {
+static void commit_in_namespace(const DelayHierarchy *h, size_t n, bool followed, CommitReport *rep) {
         View views[64];
         size_t n_old = 0;
 
@@ -329,7 +343,7 @@ static void commit_in_namespace(const DelayHierarchy *h, size_t n, CommitReport 
                 return;
         }
         for (size_t i = 0; i < n; i++) {
-                _cleanup_close_ int fd = open_hierarchy(&h[i]);
+                _cleanup_close_ int fd = open_hierarchy(&h[i], followed);
                 char why[256] = "";
 
                 if (fd < 0) {
@@ -359,7 +373,7 @@ static void commit_in_namespace(const DelayHierarchy *h, size_t n, CommitReport 
                         continue;
                 /* The check and the detach on one pinned fd: umount2() takes the top the
                  * check has just identified. */
-                fd = open_hierarchy(&h[i]);
+                fd = open_hierarchy(&h[i], followed);
                 if (fd < 0 || look(fd, &h[i], why, sizeof(why)) != VIEW_OLD) {
                         rep->r = -EBUSY;
                         snprintf(rep->message, sizeof(rep->message), "At %s %s (it changed during the commit).", h[i].path,
@@ -388,7 +402,7 @@ static int read_full(int fd, void *p, size_t size) {
         return 0;
 }
 
-int delay_commit_namespace(pid_t pid, const DelayHierarchy *h, size_t n, char **ret_message) {
+int delay_commit_namespace(pid_t pid, const DelayHierarchy *h, size_t n, bool followed, char **ret_message) {
         _cleanup_close_ int ns_fd = -EBADF, root_fd = -EBADF, proc_fd = -EBADF;
         int pipe_fds[2] = { -EBADF, -EBADF };
         CommitReport rep = { .r = -EIO };
@@ -421,7 +435,7 @@ int delay_commit_namespace(pid_t pid, const DelayHierarchy *h, size_t n, char **
                                  (int) pid, strerror(-rep.r));
                 } else {
                         proc_prefix_use_cwd();
-                        commit_in_namespace(h, n, &rep);
+                        commit_in_namespace(h, n, followed, &rep);
                 }
                 if (write(pipe_fds[1], &rep, sizeof(rep)) != (ssize_t) sizeof(rep))
                         _exit(1);

@@ -14,6 +14,7 @@
 /* One hierarchy of a delayed transition. */
 typedef struct DelayHierarchy {
         const char *path; /* absolute, as the processes of the namespaces see it: "/R/usr" */
+        const char *rel;  /* below the root: "usr", as a followed namespace has it below its own */
         dev_t old_dev;    /* the old tree's superblock (every copy of it has the same) */
         dev_t new_dev;    /* the new tree's */
         bool has_new;     /* false: a delayed unmerge, no new tree beneath */
@@ -36,8 +37,9 @@ typedef struct DelayScan {
 void delay_scan_done(DelayScan *s);
 
 /* Every mount namespace on the machine (each once, by its first process) that shows the old or
- * the new trees, through /proc/PID/root.  Namespaces that show neither are left out. */
-int delay_scan(const DelayHierarchy *h, size_t n, DelayScan *ret);
+ * the new trees, through /proc/PID/root.  Namespaces that show neither are left out.  The
+ * namespaces in followed (follow.h) have the hierarchies below their own root ("/usr"). */
+int delay_scan(const DelayHierarchy *h, size_t n, const uint64_t *followed, size_t n_followed, DelayScan *ret);
 
 /* The inode of the mount namespace of process pid (-ESRCH: none such). */
 int delay_namespace_of(pid_t pid, uint64_t *ret);
@@ -55,4 +57,4 @@ int delay_pids_of_unit(const char *unit, pid_t **ret, size_t *ret_n);
  * before umount2().  All hierarchies are checked first: one that shows something else leaves
  * every one as it is.  Returns 1 when it committed, 0 when the namespace already shows the new
  * trees everywhere, < 0 with *ret_message on failure. */
-int delay_commit_namespace(pid_t pid, const DelayHierarchy *h, size_t n, char **ret_message);
+int delay_commit_namespace(pid_t pid, const DelayHierarchy *h, size_t n, bool followed, char **ret_message);

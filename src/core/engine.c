@@ -1104,6 +1104,7 @@ static int delay_hierarchies(Journal *j, const HierarchyState *states, size_t n,
                         return -E2BIG;
                 ret[k++] = (DelayHierarchy) {
                         .path = h->path,
+                        .rel = h->name,
                         .old_dev = old->dev,
                         .new_dev = new_tree ? new_tree->dev : 0,
                         .has_new = new_tree,
@@ -1111,6 +1112,18 @@ static int delay_hierarchies(Journal *j, const HierarchyState *states, size_t n,
         }
         *ret_n = k;
         return 0;
+}
+
+/* Whether mount namespace ns follows the host (its hierarchies are below its own root). */
+static bool engine_is_followed(Engine *e, uint64_t ns) {
+        _cleanup_(follower_list_done) FollowerList l = {};
+        bool found = false;
+
+        if (engine_followers(e, &l) < 0)
+                return false;
+        for (size_t i = 0; i < l.n && !found; i++)
+                found = l.followers[i].ns == ns;
+        return found;
 }
 
 int engine_commit(Engine *e, pid_t pid, const char *unit) {
@@ -1202,7 +1215,7 @@ int engine_commit(Engine *e, pid_t pid, const char *unit) {
                         changed = changed || c;
                         break;
                 }
-                r = delay_commit_namespace(pids[i], dh, n_dh, &msg);
+                r = delay_commit_namespace(pids[i], dh, n_dh, engine_is_followed(e, ns), &msg);
                 if (r < 0) {
                         r = engine_fail(e, r == -ESRCH ? ENGINE_ERROR_FAILED : ENGINE_ERROR_FOREIGN_MOUNT, r, "%s", strna(msg));
                         goto finish;
@@ -1275,9 +1288,13 @@ int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret) {
                 s.delayed_since = s.journal.delayed_since;
                 s.delay_deadline = s.journal.delay_deadline;
                 s.delayed_generation = s.journal.pending_generation;
-                r = delay_hierarchies(&s.journal, states, n, dh, &n_dh);
+                _cleanup_free_ uint64_t *followed = calloc(s.followers.n ?: 1, sizeof(uint64_t));
+
+                for (size_t i = 0; followed && i < s.followers.n; i++)
+                        followed[i] = s.followers.followers[i].ns;
+                r = followed ? delay_hierarchies(&s.journal, states, n, dh, &n_dh) : -ENOMEM;
                 if (r >= 0)
-                        r = delay_scan(dh, n_dh, &s.delayed);
+                        r = delay_scan(dh, n_dh, followed, s.followers.n, &s.delayed);
                 if (r < 0) {
                         hierarchy_states_free(states, n);
                         return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to find the mount namespaces of the delayed transition: %m");

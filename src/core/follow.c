@@ -1431,12 +1431,16 @@ int follow_remove(const FollowHost *h, pid_t pid, char **ret_message) {
                         f = &l.followers[i];
         if (!f)
                 return set_message(ret_message, ENOENT, "The mount namespace of process %i is not followed.", (int) pid);
-        if (f->waiting.n > 0)
-                return set_message(ret_message, EBUSY,
-                                   "A delayed transition waits in the mount namespace of process %i; commit it first (sysextd commit --pid=%i).",
-                                   (int) pid, (int) pid);
         f->pid = pid;
         r = follow_one(h, f, true);
+        /* Our tree with a delayed transition's beneath it is left there (detaching it would show
+         * the waiting one): still followed until that is committed. */
+        if (r >= 0 && f->waiting.n > 0) {
+                (void) follower_save(h->journal_fd, f);
+                return set_message(ret_message, EBUSY,
+                                   "A delayed transition waits in the mount namespace of process %i; commit it first (sysextd commit --pid=%i), then unfollow.",
+                                   (int) pid, (int) pid);
+        }
         if (r < 0 && r != -ESRCH) {
                 (void) follower_save(h->journal_fd, f);
                 return set_message(ret_message, -r, "Failed to stop following the mount namespace of process %i: %s",

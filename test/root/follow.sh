@@ -18,6 +18,10 @@
 #       the namespace keeps it alive, and it is still followed
 #   (e) the namespace vanishes while the host's transition runs: the host's
 #       refresh succeeds and the record goes without a warning
+#   (f) delayed refreshes: the new trees go beneath ours in the container too
+#       (two overlays per hierarchy there, the old version read); commit --pid
+#       of the container moves it alone; the host's commit moves it; unfollow
+#       while a tree waits there is refused; a reader there never sees the base
 set -euo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -31,7 +35,7 @@ N_REFRESH=${N_REFRESH:-40}
 READER_LIMIT=200
 ext=$R/var/lib/extensions
 file=usr/share/app/version
-PARTS=${PARTS:-abcde}
+PARTS=${PARTS:-abcdef}
 part() { [[ $PARTS == *$1* ]]; }
 
 # ------------------------------------------------------------ helpers (static: the containers have no libc)
@@ -320,6 +324,96 @@ if part e; then
 	run_sysextd status --json
 	[[ $(json_q "$OUT" "[f['pid'] for f in d['followed'] if f['pid'] == ${cpid[c4]}]") == "[]" ]] || fail "c4 is still listed after it vanished"
 	part a && assert_eq "$(in_ct c1 $file)" "$want" "c1 was updated all the same"
+fi
+
+if part f; then
+	check "(f) a delayed refresh reaches a followed container beneath it; the container commits like a service"
+	run_sysextd follow "${cpid[c1]}"
+	assert_ok "follow c1 (again)"
+	c1ns=$(stat -L -c %i "/proc/${cpid[c1]}/ns/mnt")
+	rm -f "/proc/${cpid[c1]}/root/out/stop-f"
+	nsenter -t "${cpid[c1]}" -m -r -- /reader "/$file" /out/reader-f "/out/stop-f" "$READER_LIMIT" &
+	bg_pids+=("$!")
+	for ((i = 0; i < 200; i++)); do
+		[[ -e /proc/${cpid[c1]}/root/out/reader-f.started ]] && break
+		sleep 0.05
+	done
+	[[ -e /proc/${cpid[c1]}/root/out/reader-f.started ]] || fail "the reader in c1 did not start"
+	# flip — the other version into place; sets CUR (shown now) and NEXT
+	flip() {
+		CUR=$(cat "$R/$file")
+		if [[ $CUR == v1 ]]; then NEXT=v2; else NEXT=v1; fi
+		cp "$WORK/$NEXT.raw" "$ext/app.raw.new"
+		mv "$ext/app.raw.new" "$ext/app.raw"
+	}
+	for round in pid host; do
+		flip
+		run_sysextd refresh --delay=60
+		assert_ok "refresh --delay=60 ($round)"
+		assert_file_content "$R/$file" "$CUR"
+		assert_eq "$(in_ct c1 $file)" "$CUR" "c1 during the delay ($round)"
+		assert_eq "$(overlays_in c1 /usr) $(overlays_in c1 /opt)" "2 2" "sysextd overlays in c1 during the delay ($round)"
+		assert_eq "$(in_ct c1 usr/local/file)" "local c1" "c1's usr/local during the delay ($round)"
+		run_sysextd status --json
+		assert_eq "$(json_q "$OUT" "$c1ns in [x['namespace'] for x in d['delayed']['old']]")" true "status: c1 on the old trees ($round)"
+		assert_not_contains "$(json_q "$OUT" "[f['error'] for f in d['followed'] if f['namespace'] == $c1ns]")" "'" "no error for c1 ($round)"
+		if [[ $round == pid ]]; then
+			run_sysextd commit --pid="${cpid[c1]}"
+			assert_ok "commit --pid=c1"
+			assert_eq "$(in_ct c1 $file)" "$NEXT" "c1 after its own commit"
+			assert_eq "$(overlays_in c1 /usr) $(overlays_in c1 /opt)" "1 1" "sysextd overlays in c1 after its own commit"
+			assert_file_content "$R/$file" "$CUR"
+			run_sysextd status --json
+			assert_eq "$(json_q "$OUT" "$c1ns in [x['namespace'] for x in d['delayed']['new']]")" true "status: c1 on the new trees"
+		fi
+		run_sysextd commit
+		assert_ok "commit ($round)"
+		assert_file_content "$R/$file" "$NEXT"
+		assert_eq "$(in_ct c1 $file)" "$NEXT" "c1 after the host's commit ($round)"
+		assert_eq "$(overlays_in c1 /usr) $(overlays_in c1 /opt)" "1 1" "sysextd overlays in c1 after the host's commit ($round)"
+		assert_eq "$(in_ct c1 usr/local/file)" "local c1" "c1's usr/local after the host's commit ($round)"
+		run_sysextd status --json
+		assert_eq "$(json_q "$OUT" "[f['generation'] for f in d['followed'] if f['namespace'] == $c1ns] == [d['generation']]")" true \
+			"c1's record: the host's generation ($round)"
+	done
+
+	check "(f) unfollow while a delayed transition waits there is refused; nothing changes"
+	flip
+	run_sysextd refresh --delay=60
+	assert_ok "refresh --delay=60"
+	run_sysextd unfollow "${cpid[c1]}"
+	assert_failed "unfollow during the delay"
+	assert_contains "$ERR" "commit it first" "says what to do"
+	assert_eq "$(in_ct c1 $file) $(overlays_in c1 /usr)" "$CUR 2" "c1 unchanged"
+	run_sysextd commit
+	assert_ok commit
+	assert_eq "$(in_ct c1 $file) $(overlays_in c1 /usr)" "$NEXT 1" "c1 after the commit"
+
+	touch "/proc/${cpid[c1]}/root/out/stop-f"
+	for ((i = 0; i < 200; i++)); do
+		[[ -s /proc/${cpid[c1]}/root/out/reader-f ]] && break
+		sleep 0.05
+	done
+	read -r v1 v2 base err first <"/proc/${cpid[c1]}/root/out/reader-f"
+	log "(f) reader in c1: v1=$v1 v2=$v2 base=$base errors=$err ${first:-}"
+	assert_eq "$base $err" "0 0" "the reader in c1 never saw the base or an error"
+	((v1 > 0 && v2 > 0)) || fail "the reader in c1 did not see both versions (v1=$v1 v2=$v2)"
+
+	check "(f) after its own commit a container can be unfollowed; followed again during a delay it gets the live tree"
+	flip
+	run_sysextd refresh --delay=60
+	assert_ok "refresh --delay=60"
+	run_sysextd commit --pid="${cpid[c1]}"
+	assert_ok "commit --pid=c1"
+	run_sysextd unfollow "${cpid[c1]}"
+	assert_ok "unfollow c1 after its own commit (nothing waits there any more)"
+	assert_eq "$(in_ct c1 $file) $(overlays_in c1 /usr) $(overlays_in c1 /opt)" "base 0 0" "c1 after unfollow"
+	run_sysextd follow "${cpid[c1]}"
+	assert_ok "follow c1 again"
+	assert_eq "$(in_ct c1 $file) $(overlays_in c1 /usr)" "$CUR 1" "c1 followed again during the delay: the host's live tree"
+	run_sysextd commit
+	assert_ok commit
+	assert_eq "$(in_ct c1 $file) $(overlays_in c1 /usr) $(overlays_in c1 /opt)" "$NEXT 1 1" "c1 after the host's commit"
 fi
 
 run_sysextd unmerge
