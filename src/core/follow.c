@@ -37,6 +37,17 @@
  * without a record, which the next update finds as "something else" and reports (they are
  * never detached without proof).
  *
+ * A delayed transition of the host (delay.c) reaches them as it reaches a service: at step 2 the
+ * host's waiting tree is cloned too (host_pending_clone(): in a slave copy of the host's
+ * namespace its old top's copy is detached, proven by superblock, and what shows then is
+ * proven the waiting tree's copy and cloned), at step 5 it goes beneath ours there and ours
+ * stays (swap_all() in delay mode: DELAY), recorded as "waiting".  The namespace commits like
+ * a service (delay_commit_namespace(), with the hierarchies below its own root; an umount
+ * there too), which the next update records (PROMOTE); after the host's commit the update
+ * detaches our old top there, proven ours with the waiting tree right beneath (COMMIT).  While
+ * a tree waits beneath ours, unfollow is refused: detaching ours would show it.
+ * follow_decide() has the whole table.
+ *
  * FollowMachines= (the daemon's machines.c) follows each machine of systemd-machined through its
  * leader, in a machine mode (follow_add_machine()): a machine in sysextd's own namespace is
  * skipped, and one not followed yet that shows neither the host's base nor a tree of the host's
