@@ -101,7 +101,7 @@ static bool is_unit_name(const char *u) {
 
 /* The unit of a namespace: of its first process met, or, where that one is in no unit (a
  * helper that entered it, say), of the first of its processes that is. */
-static char *namespace_unit(uint64_t ns, pid_t first) {
+char *delay_namespace_unit(uint64_t ns, pid_t first) {
         _cleanup_closedir_ DIR *proc = NULL;
         char *u = delay_unit_of(first);
         struct dirent *p;
@@ -132,7 +132,7 @@ static int push_namespace(DelayNamespace **a, size_t *n, uint64_t ns, pid_t pid)
         if (!x)
                 return -ENOMEM;
         *a = x;
-        x[(*n)++] = (DelayNamespace) { .ns = ns, .pid = pid, .unit = namespace_unit(ns, pid) };
+        x[(*n)++] = (DelayNamespace) { .ns = ns, .pid = pid, .unit = delay_namespace_unit(ns, pid) };
         return 0;
 }
 
