@@ -55,6 +55,13 @@
  * (where sysextd's tree is placed there: "usr", ...), problems (hierarchies left alone there and
  * why), error ("" when its last update did not fail, else why it did) */
 #define SYSEXTD_FOLLOWER_STRUCT "(tisstasass)"
+/* ListNamespaces() -> a(tiussbba(ss)), one per mount namespace that did not get the last swap
+ * (sysextd status --namespaces): namespace (the inode of the mount namespace), pid (its first
+ * process in /proc), processes (how many it has), unit ("" when none), machine ("" when none),
+ * followed, own_root (its root is not the host's: the hierarchies are below its own root),
+ * hierarchies: per hierarchy its name ("usr") and what it shows there: "older-over-current",
+ * "older", "base", "current", "own" or "absent" */
+#define SYSEXTD_NAMESPACE_STRUCT "(tiussbba(ss))"
 /* FollowFailed(t namespace, i pid, s message): after a transition, a followed namespace whose
  * update failed (it keeps what it showed) */
 

@@ -755,6 +755,52 @@ static int method_list_followed(sd_bus_message *message, void *userdata, sd_bus_
         return sd_bus_send(NULL, reply, NULL);
 }
 
+/* The namespaces that did not get the last swap: read in the bus process, also while a job
+ * runs (a look through /proc, and the base reached as base.h does, in a helper process). */
+static int status_error(Manager *m, sd_bus_error *error);
+
+static int method_list_namespaces(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_(stale_namespace_list_done) StaleNamespaceList l = {};
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        m->ops->update_idle(m);
+        r = engine_namespaces(m->engine, &l);
+        if (r < 0)
+                return status_error(m, error);
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', SYSEXTD_NAMESPACE_STRUCT);
+        for (size_t i = 0; r >= 0 && i < l.n; i++) {
+                const StaleNamespace *x = &l.namespaces[i];
+
+                r = sd_bus_message_open_container(reply, 'r', "tiussbba(ss)");
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "tiu", x->ns, (int32_t) x->pid, (uint32_t) x->n_processes);
+                if (r >= 0)
+                        r = append_string(reply, x->unit);
+                if (r >= 0)
+                        r = append_string(reply, x->machine);
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "bb", x->followed, x->own_root);
+                if (r >= 0)
+                        r = sd_bus_message_open_container(reply, 'a', "(ss)");
+                for (size_t k = 0; r >= 0 && k < x->n && m->engine->hierarchies[k]; k++)
+                        r = sd_bus_message_append(reply, "(ss)", m->engine->hierarchies[k],
+                                                  namespace_view_to_string(x->tops[k].view));
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
 static int method_list_images(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
         int r;
@@ -983,6 +1029,8 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListFollowed", SD_BUS_NO_ARGS, SD_BUS_RESULT("a" SYSEXTD_FOLLOWER_STRUCT, followed),
                                 method_list_followed, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListNamespaces", SD_BUS_NO_ARGS, SD_BUS_RESULT("a" SYSEXTD_NAMESPACE_STRUCT, namespaces),
+                                method_list_namespaces, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListImages", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssssssb)", images), method_list_images,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListImagesEx", SD_BUS_ARGS("a{sv}", options), SD_BUS_RESULT("a(ssssssbs)", images),
