@@ -22,6 +22,10 @@
  * What stays if we stop: after 3 for some hierarchies, that namespace shows N there and O at
  * the others; running the commit again finishes it, as does the host's commit.
  *
+ * The same steps serve sysextd commit --pid= with nothing delayed (engine.c, namespaces.h):
+ * there O is an older tree proven ours by its retired record (tree.h) and N the host's
+ * current tree, right beneath it in a namespace that kept O' when the host dropped O.
+ *
  * Status (delay_scan()): every mount namespace, once, by its first process: per hierarchy,
  * openat2() of the path relative to an O_PATH fd of /proc/PID/root (no symlinks, no magic
  * links, beneath it), fstat(): the superblock it shows, compared with O's and N's.

@@ -14,6 +14,9 @@
  *   6. execute (execute.c): stage, begin, swap (swap.c), commit
  *   7. unlock; for the running system, what images that ship units ask of the service
  *      manager (units.c, decided in 6 before the journal changes)
+ * Besides transitions: commit (a delayed transition, recover.c and delay.c; with nothing
+ * delayed and a pid, that one namespace brought up to date, namespaces.h), follow, status and
+ * the namespaces that missed a swap (namespaces.c, a look through /proc without the lock).
  * A failure in 1-5 leaves the live tree exactly as it was (a hierarchy created in 5 stays,
  * empty, as systemd-sysext leaves it); for 6 see execute.c.
  */

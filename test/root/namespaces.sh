@@ -22,7 +22,6 @@
 #     a namespace showing an overlay from source "sysextd" that no record
 #     proves ours ("not recorded; left alone")
 set -euo pipefail
-# shellcheck disable=SC2016 # the sh -c scripts expand their own arguments
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
 enter_sandbox "$@"
@@ -151,6 +150,7 @@ assert_ok merge
 assert_file_content "$R/$file" v1
 
 # (a) a private namespace with /usr private: it receives no propagation.
+# shellcheck disable=SC2016 # sh -c expands its own arguments
 unshare -m --propagation private sh -c 'mount --make-private "$1/usr" && touch "$2/ready.$$" && exec sleep 600' sh "$R" "$WORK" \
 	</dev/null >/dev/null 2>&1 &
 A=$!
@@ -159,6 +159,7 @@ wait_ns "$A" ready
 PREFIX[$A]=$R
 
 # (b) a slave with a tmpfs of its own on a directory inside the merged /usr.
+# shellcheck disable=SC2016 # sh -c expands its own arguments
 unshare -m --propagation slave sh -c 'mount -t tmpfs own-b "$1/usr/share/extra" && echo b >"$1/usr/share/extra/file" && touch "$2/ready.$$" && exec sleep 600' \
 	sh "$R" "$WORK" </dev/null >/dev/null 2>&1 &
 B=$!
@@ -260,6 +261,7 @@ assert_contains "$ERR" "No such process" "says so"
 # An overlay from source "sysextd" that sysextd never made: no record proves it ours.
 mkdir -p "$WORK/l1/share/app" "$WORK/l2"
 echo forged >"$WORK/l1/share/app/version"
+# shellcheck disable=SC2016 # sh -c expands its own arguments
 unshare -m --propagation private sh -c 'mount -t overlay sysextd -o "lowerdir=$2/l1:$2/l2" "$1/usr" && touch "$2/ready.$$" && exec sleep 600' \
 	sh "$R" "$WORK" </dev/null >/dev/null 2>&1 &
 D=$!
