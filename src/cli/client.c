@@ -384,6 +384,71 @@ static int get_delay(sd_bus *bus, EngineStatus *s) {
         return 0;
 }
 
+/* ListNamespaces(): the namespaces that did not get the last swap, printed as --no-bus does. */
+static int namespaces(sd_bus *bus, const OutputOptions *out) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(stale_namespace_list_done) StaleNamespaceList l = {};
+        _cleanup_strv_free_ char **names = NULL;
+        _cleanup_json_ json_object *o = NULL;
+        int r;
+
+        r = call(bus, "ListNamespaces", NULL, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_NAMESPACE_STRUCT);
+        while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'r', "tiussbba(ss)")) > 0) {
+                StaleNamespace x = {}, *a;
+                const char *unit, *machine, *name, *shows;
+                int32_t pid;
+                uint32_t n_processes;
+                int followed, own_root;
+
+                r = sd_bus_message_read(reply, "tiussbb", &x.ns, &pid, &n_processes, &unit, &machine, &followed, &own_root);
+                if (r >= 0)
+                        r = sd_bus_message_enter_container(reply, 'a', "(ss)");
+                while (r >= 0 && (r = sd_bus_message_read(reply, "(ss)", &name, &shows)) > 0) {
+                        int v = _NAMESPACE_VIEW_MAX;
+
+                        if (x.n >= NAMESPACE_HIERARCHIES_MAX)
+                                continue;
+                        for (int k = 0; k < _NAMESPACE_VIEW_MAX; k++)
+                                if (streq(namespace_view_to_string(k), shows))
+                                        v = k;
+                        x.tops[x.n++].view = v == _NAMESPACE_VIEW_MAX ? NAMESPACE_VIEW_OWN : (NamespaceView) v;
+                        if (l.n == 0 && strv_extend(&names, name) < 0)
+                                return log_oom();
+                }
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(reply);
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(reply);
+                if (r < 0)
+                        break;
+                x.pid = pid;
+                x.n_processes = n_processes;
+                x.followed = followed;
+                x.own_root = own_root;
+                if ((!isempty(unit) && !(x.unit = strdup(unit))) || (!isempty(machine) && !(x.machine = strdup(machine)))) {
+                        stale_namespace_done(&x);
+                        return log_oom();
+                }
+                a = reallocarray(l.namespaces, l.n + 1, sizeof(StaleNamespace));
+                if (!a) {
+                        stale_namespace_done(&x);
+                        return log_oom();
+                }
+                l.namespaces = a;
+                l.namespaces[l.n++] = x;
+        }
+        if (r >= 0)
+                r = sd_bus_message_exit_container(reply);
+        if (r < 0)
+                return log_error_errno(r, "Failed to parse the reply: %m");
+        o = output_namespaces_json(&l, names);
+        output_namespaces(o, out);
+        return 0;
+}
+
 static int status(sd_bus *bus, const EngineOptions *opts, const OutputOptions *out) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *stacks = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
@@ -543,6 +608,8 @@ int client_run(const char *verb, const char *root, char *const *pids, const Clie
                 return follow(bus, pids, streq(verb, "follow"));
         if (streq(verb, "list"))
                 return list(bus, o, out);
+        if (streq(verb, "namespaces"))
+                return namespaces(bus, out);
         if (streq(verb, "commit"))
                 return commit(bus, c, out);
         return status(bus, o, out);

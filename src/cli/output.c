@@ -393,3 +393,66 @@ void output_status(json_object *status, const OutputOptions *o) {
         json_object_array_sort(a, compare_hierarchy);
         print_json(a, systemd_flags(o->format));
 }
+
+json_object *output_namespaces_json(const StaleNamespaceList *l, char *const *names) {
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; a && i < l->n; i++) {
+                const StaleNamespace *x = &l->namespaces[i];
+                json_object *e = json_object_new_object(), *hs = json_object_new_array();
+
+                for (size_t k = 0; k < x->n && names && names[k]; k++) {
+                        json_object *h = json_object_new_object();
+
+                        json_object_object_add(h, "hierarchy", json_object_new_string(names[k]));
+                        json_object_object_add(h, "shows", json_object_new_string(namespace_view_to_string(x->tops[k].view)));
+                        json_object_array_add(hs, h);
+                }
+                json_object_object_add(e, "namespace", json_object_new_uint64(x->ns));
+                json_object_object_add(e, "pid", json_object_new_int(x->pid));
+                json_object_object_add(e, "processes", json_object_new_int((int) x->n_processes));
+                json_object_object_add(e, "unit", json_new_string_or_null(x->unit));
+                json_object_object_add(e, "machine", json_new_string_or_null(x->machine));
+                json_object_object_add(e, "own_root", json_object_new_boolean(x->own_root));
+                json_object_object_add(e, "followed", json_object_new_boolean(x->followed));
+                json_object_object_add(e, "hierarchies", hs);
+                json_object_array_add(a, e);
+        }
+        make_strings_safe(a);
+        return a;
+}
+
+static const char *view_words(const char *name) {
+        for (int v = 0; v < _NAMESPACE_VIEW_MAX; v++)
+                if (streq_ptr(namespace_view_to_string(v), name))
+                        return namespace_view_describe(v);
+        return name;
+}
+
+void output_namespaces(json_object *namespaces, const OutputOptions *o) {
+        if (o->format != OUTPUT_TEXT)
+                return print_json(namespaces, o->format == OUTPUT_JSON_SHORT ? JSON_C_TO_STRING_PLAIN : JSON_C_TO_STRING_PRETTY);
+        if (json_object_array_length(namespaces) == 0) {
+                if (o->legend)
+                        printf("Every mount namespace shows the host's trees.\n");
+                return;
+        }
+        for (size_t i = 0; i < json_object_array_length(namespaces); i++) {
+                json_object *x = json_object_array_get_idx(namespaces, i), *hs;
+                const char *unit = get_str(x, "unit"), *machine = get_str(x, "machine");
+
+                printf("Mount namespace %s: process %s (%d process%s)%s%s%s%s%s\n", strna(get_str(x, "namespace")),
+                       strna(get_str(x, "pid")), get_int(x, "processes"), get_int(x, "processes") == 1 ? "" : "es",
+                       unit ? ", " : "", strempty(unit), machine ? ", machine " : "", strempty(machine),
+                       get_bool(x, "followed") ? ", followed" : "");
+                if (json_object_object_get_ex(x, "hierarchies", &hs))
+                        for (size_t k = 0; k < json_object_array_length(hs); k++) {
+                                json_object *h = json_object_array_get_idx(hs, k);
+                                const char *shows = get_str(h, "shows");
+
+                                if (streq_ptr(shows, "absent"))
+                                        continue;
+                                printf("  /%s: %s\n", strna(get_str(h, "hierarchy")), strna(view_words(shows)));
+                        }
+        }
+}

@@ -15,6 +15,9 @@ json_object *output_followers_json(const FollowerList *l);
  * deadline (text and µs), and the mount namespaces on its old and on its new trees. */
 json_object *output_delayed_json(const EngineStatus *s);
 json_object *output_status_json(const EngineStatus *s);
+/* status --namespaces: the mount namespaces that did not get the last swap (namespaces.h);
+ * names: the hierarchies, in the order of each namespace's tops. */
+json_object *output_namespaces_json(const StaleNamespaceList *l, char *const *names);
 
 typedef enum OutputFormat {
         OUTPUT_TEXT,        /* tables */
@@ -34,3 +37,6 @@ typedef struct OutputOptions {
  * sysextd's fields (class, status, ...) added to each object. */
 void output_list(json_object *list, const OutputOptions *o);
 void output_status(json_object *status, const OutputOptions *o);
+/* status --namespaces: one line per namespace, one per hierarchy it shows (text), or the array
+ * (JSON). */
+void output_namespaces(json_object *namespaces, const OutputOptions *o);

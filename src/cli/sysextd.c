@@ -33,6 +33,7 @@ typedef struct Args {
         EngineOptions options;
         OutputOptions output;
         bool no_reload;
+        bool namespaces; /* status --namespaces */
 } Args;
 
 static void help(void) {
@@ -70,6 +71,7 @@ static void help(void) {
                "                          else 300)\n"
                "     --pid=PID            commit: only the mount namespace of this process\n"
                "     --unit=UNIT          commit: only the mount namespaces of this unit's processes\n"
+               "     --namespaces         status: the mount namespaces that did not get the last swap\n"
                "     --json=FORMAT        pretty, short (systemd-sysext's form) or off; --json alone:\n"
                "                          sysextd's documents\n"
                "     --no-pager           Do not pipe output into a pager (there is none)\n"
@@ -97,6 +99,7 @@ static int parse_args(int argc, char **argv, Args *a) {
                 ARG_DELAY,
                 ARG_PID,
                 ARG_UNIT,
+                ARG_NAMESPACES,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -118,6 +121,7 @@ static int parse_args(int argc, char **argv, Args *a) {
                 { "delay", optional_argument, NULL, ARG_DELAY },
                 { "pid", required_argument, NULL, ARG_PID },
                 { "unit", required_argument, NULL, ARG_UNIT },
+                { "namespaces", no_argument, NULL, ARG_NAMESPACES },
                 {},
         };
         bool mutable_help = false;
@@ -255,6 +259,9 @@ static int parse_args(int argc, char **argv, Args *a) {
                         }
                         a->commit_unit = optarg;
                         break;
+                case ARG_NAMESPACES:
+                        a->namespaces = true;
+                        break;
                 default:
                         return -EINVAL;
                 }
@@ -302,6 +309,10 @@ static int parse_args(int argc, char **argv, Args *a) {
         }
         if ((a->commit_pid > 0 || a->commit_unit) && !streq(a->verb, "commit")) {
                 log_error("--pid= and --unit= go with 'commit'.");
+                return -EINVAL;
+        }
+        if (a->namespaces && !streq(a->verb, "status")) {
+                log_error("--namespaces goes with 'status'.");
                 return -EINVAL;
         }
         if (a->commit_pid > 0 && a->commit_unit) {
@@ -399,7 +410,7 @@ static int run_local(const Args *a, EngineConfig *config) {
                 sigaddset(&ss, SIGTERM);
                 sigaddset(&ss, SIGHUP);
                 (void) sigprocmask(SIG_BLOCK, &ss, &old);
-                r = engine_commit(e, a->commit_pid, a->commit_unit);
+                r = engine_commit(e, a->commit_pid, a->commit_unit, false);
                 if (r >= 0 && a->output.format == OUTPUT_JSON)
                         printf("{\"generation\":%llu,\"changed\":%s}\n", (unsigned long long) e->result.generation,
                                r > 0 ? "true" : "false");
@@ -416,6 +427,17 @@ static int run_local(const Args *a, EngineConfig *config) {
                         return r;
                 j = output_list_json(&l);
                 output_list(j, &a->output);
+                return 0;
+        }
+        if (streq(a->verb, "status") && a->namespaces) {
+                _cleanup_(stale_namespace_list_done) StaleNamespaceList l = {};
+                _cleanup_json_ json_object *j = NULL;
+
+                r = engine_namespaces(e, &l);
+                if (r < 0)
+                        return r;
+                j = output_namespaces_json(&l, e->hierarchies);
+                output_namespaces(j, &a->output);
                 return 0;
         }
         if (streq(a->verb, "status")) {
@@ -519,6 +541,7 @@ int main(int argc, char **argv) {
                                             daemon_env[i]);
         }
         mutable_from_environment(&a.options);
-        r = client_run(a.verb, a.root, a.pids, &(ClientCommit) { .pid = a.commit_pid, .unit = a.commit_unit }, &a.options, &a.output);
+        r = client_run(a.namespaces && streq(a.verb, "status") ? "namespaces" : a.verb, a.root, a.pids,
+                       &(ClientCommit) { .pid = a.commit_pid, .unit = a.commit_unit }, &a.options, &a.output);
         return r < 0 ? 1 : 0;
 }

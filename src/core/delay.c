@@ -22,6 +22,10 @@
  * What stays if we stop: after 3 for some hierarchies, that namespace shows N there and O at
  * the others; running the commit again finishes it, as does the host's commit.
  *
+ * The same steps serve sysextd commit --pid= with nothing delayed (engine.c, namespaces.h):
+ * there O is an older tree proven ours by its retired record (tree.h) and N the host's
+ * current tree, right beneath it in a namespace that kept O' when the host dropped O.
+ *
  * Status (delay_scan()): every mount namespace, once, by its first process: per hierarchy,
  * openat2() of the path relative to an O_PATH fd of /proc/PID/root (no symlinks, no magic
  * links, beneath it), fstat(): the superblock it shows, compared with O's and N's.
@@ -101,7 +105,7 @@ static bool is_unit_name(const char *u) {
 
 /* The unit of a namespace: of its first process met, or, where that one is in no unit (a
  * helper that entered it, say), of the first of its processes that is. */
-static char *namespace_unit(uint64_t ns, pid_t first) {
+char *delay_namespace_unit(uint64_t ns, pid_t first) {
         _cleanup_closedir_ DIR *proc = NULL;
         char *u = delay_unit_of(first);
         struct dirent *p;
@@ -132,7 +136,7 @@ static int push_namespace(DelayNamespace **a, size_t *n, uint64_t ns, pid_t pid)
         if (!x)
                 return -ENOMEM;
         *a = x;
-        x[(*n)++] = (DelayNamespace) { .ns = ns, .pid = pid, .unit = namespace_unit(ns, pid) };
+        x[(*n)++] = (DelayNamespace) { .ns = ns, .pid = pid, .unit = delay_namespace_unit(ns, pid) };
         return 0;
 }
 

@@ -48,6 +48,10 @@ int delay_namespace_of(pid_t pid, uint64_t *ret);
  * allocated, or NULL. */
 char *delay_unit_of(pid_t pid);
 
+/* The unit of mount namespace ns: of its first process 'first', or, where that one is in no
+ * unit (a helper that entered it), of the first of its processes that is; allocated, or NULL. */
+char *delay_namespace_unit(uint64_t ns, pid_t first);
+
 /* The processes whose cgroup's last component is 'unit', one per mount namespace. */
 int delay_pids_of_unit(const char *unit, pid_t **ret, size_t *ret_n);
 

@@ -14,6 +14,9 @@
  *   6. execute (execute.c): stage, begin, swap (swap.c), commit
  *   7. unlock; for the running system, what images that ship units ask of the service
  *      manager (units.c, decided in 6 before the journal changes)
+ * Besides transitions: commit (a delayed transition, recover.c and delay.c; with nothing
+ * delayed and a pid, that one namespace brought up to date, namespaces.h), follow, status and
+ * the namespaces that missed a swap (namespaces.c, a look through /proc without the lock).
  * A failure in 1-5 leaves the live tree exactly as it was (a hierarchy created in 5 stays,
  * empty, as systemd-sysext leaves it); for 6 see execute.c.
  */
@@ -38,6 +41,7 @@
 #include "kernel.h"
 #include "log.h"
 #include "missing.h"
+#include "namespaces.h"
 #include "plan.h"
 #include "recover.h"
 #include "tree.h"
@@ -1126,7 +1130,219 @@ static bool engine_is_followed(Engine *e, uint64_t ns) {
         return found;
 }
 
-int engine_commit(Engine *e, pid_t pid, const char *unit) {
+/* The host's side of every hierarchy for namespaces.h: the current tree (ours, with extensions)
+ * and the base directory, read below sysextd's trees (base_fd).  The strings point into e
+ * and into paths (freed by the caller). */
+static int namespace_hierarchies(Engine *e, const Journal *j, int base_fd, NamespaceHierarchy *ret, char ***paths,
+                                 size_t *ret_n) {
+        size_t n = strv_length(e->hierarchies);
+
+        if (n > NAMESPACE_HIERARCHIES_MAX)
+                return -E2BIG;
+        for (size_t i = 0; i < n; i++) {
+                JournalHierarchy *jh = journal_find_hierarchy((Journal *) j, e->hierarchies[i]);
+                const Tree *t = jh && jh->tree ? tree_list_find((TreeList *) &j->trees, jh->tree) : NULL;
+                _cleanup_close_ int fd = -EBADF;
+                struct stat st;
+                char *path = strjoin3(streq(e->root, "/") ? "" : e->root, "/", e->hierarchies[i]);
+
+                if (!path || strv_push(paths, path) < 0) {
+                        free(path);
+                        return -ENOMEM;
+                }
+                ret[i] = (NamespaceHierarchy) {
+                        .name = e->hierarchies[i],
+                        .path = path,
+                        .current_dev = t && !t->base_only ? t->dev : 0,
+                };
+                fd = openat_resolve(base_fd, e->hierarchies[i], O_PATH | O_DIRECTORY | O_CLOEXEC,
+                                    RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+                if (fd >= 0 && fstat(fd, &st) >= 0) {
+                        ret[i].base_dev = st.st_dev;
+                        ret[i].base_ino = st.st_ino;
+                        ret[i].base_known = true;
+                }
+        }
+        *ret_n = n;
+        return 0;
+}
+
+int engine_namespaces(Engine *e, StaleNamespaceList *ret) {
+        _cleanup_journal_ Journal j = {};
+        _cleanup_close_ int dfd = -EBADF, base = -EBADF;
+        _cleanup_strv_free_ char **paths = NULL;
+        _cleanup_(follower_list_done) FollowerList followers = {};
+        NamespaceHierarchy h[NAMESPACE_HIERARCHIES_MAX];
+        size_t n = 0;
+        int r;
+
+        r = journal_dir_open(e->root_fd, false, &dfd);
+        if (r >= 0) {
+                r = load_journal(e, dfd, &j);
+                if (r < 0)
+                        return r;
+                (void) follower_list_load(dfd, &followers);
+        } else if (r != -ENOENT)
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to open %s/%s: %m", e->root, JOURNAL_DIR);
+        r = base_root_open(e->root_fd, e->root, &base);
+        if (r < 0)
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to reach %s below sysextd's trees: %m", e->root);
+        r = namespace_hierarchies(e, &j, base, h, &paths, &n);
+        if (r >= 0)
+                r = namespaces_scan(h, n, ret);
+        if (r < 0)
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to look at the mount namespaces: %m");
+        for (size_t i = 0; i < ret->n; i++)
+                for (size_t k = 0; k < followers.n; k++)
+                        if (followers.followers[k].ns == ret->namespaces[i].ns)
+                                ret->namespaces[i].followed = true;
+        return 0;
+}
+
+/* "process 123, foo.service" / "process 123, machine bar" / "process 123": who a namespace is,
+ * for messages. */
+static char *namespace_who(const StaleNamespace *s) {
+        _cleanup_free_ char *safe = NULL;
+        char buf[512];
+
+        if (s->unit)
+                snprintf(buf, sizeof(buf), "process %i, %s", (int) s->pid, string_safe(s->unit, &safe));
+        else if (s->machine)
+                snprintf(buf, sizeof(buf), "process %i, machine %s", (int) s->pid, string_safe(s->machine, &safe));
+        else
+                snprintf(buf, sizeof(buf), "process %i", (int) s->pid);
+        return strdup(buf);
+}
+
+/* sysextd commit --pid= with no delayed transition: brings the namespace of pid to the host's
+ * trees (namespaces.h).  An older tree of ours is proven by a retired record of its superblock
+ * (tree.h); none there: it is left alone and nothing changes.  Under the lock, with what is
+ * live. */
+static int update_namespace(Engine *e, Journal *j, pid_t pid) {
+        _cleanup_(stale_namespace_done) StaleNamespace s = {};
+        _cleanup_(tree_list_done) TreeList olds = {};
+        _cleanup_strv_free_ char **paths = NULL, **dpaths = NULL;
+        _cleanup_close_ int base = -EBADF;
+        _cleanup_free_ char *who = NULL, *msg = NULL, *prefix = NULL;
+        NamespaceHierarchy h[NAMESPACE_HIERARCHIES_MAX];
+        DelayHierarchy dh[NAMESPACE_HIERARCHIES_MAX];
+        size_t n = 0, n_dh = 0;
+        bool follow = false;
+        uint64_t own;
+        int r;
+
+        r = base_root_open(e->root_fd, e->root, &base);
+        if (r < 0)
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to reach %s below sysextd's trees: %m", e->root);
+        r = namespace_hierarchies(e, j, base, h, &paths, &n);
+        if (r < 0)
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to prepare the update: %m");
+        r = namespace_look(pid, h, n, &s);
+        if (r == -ESRCH)
+                return engine_fail(e, ENGINE_ERROR_FAILED, ESRCH, "No such process: %i.", (int) pid);
+        if (r < 0)
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to look at the mount namespace of process %i: %m", (int) pid);
+        if (mount_namespace_id(&own) >= 0 && own == s.ns) {
+                e->result.message = strdup("The process is in sysextd's own mount namespace: it shows the host's trees.");
+                log_info("Process %i is in sysextd's own mount namespace: it shows the host's trees; nothing to do.", (int) pid);
+                return 0;
+        }
+        s.unit = delay_namespace_unit(s.ns, pid);
+        who = namespace_who(&s);
+        if (!who)
+                return -ENOMEM;
+
+        /* Every hierarchy is checked before anything changes. */
+        for (size_t i = 0; i < n; i++) {
+                const NamespaceTop *t = &s.tops[i];
+                _cleanup_(tree_done) Tree old = {};
+                _cleanup_free_ char *at = namespace_hierarchy_path(&s, &h[i]), *id = NULL;
+
+                if (!at)
+                        return -ENOMEM;
+                if (t->view == NAMESPACE_VIEW_OWN)
+                        log_info("Mount namespace of %s: %s shows something else (its own); left alone.", who, at);
+                if (t->view == NAMESPACE_VIEW_BASE)
+                        follow = true;
+                if (!IN_SET(t->view, NAMESPACE_VIEW_OLDER, NAMESPACE_VIEW_OLDER_OVER_CURRENT))
+                        continue;
+                r = tree_retired_find_dev(e->journal_fd, t->dev, &old);
+                if (r < 0)
+                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read the retired trees: %m");
+                if (r == 0)
+                        return engine_fail(e, ENGINE_ERROR_FOREIGN_MOUNT, EBUSY,
+                                           "Mount namespace of %s: %s shows an older sysextd tree not recorded; left alone, nothing was changed.",
+                                           who, at);
+                if (t->view == NAMESPACE_VIEW_OLDER_OVER_CURRENT) {
+                        /* delay.c drops the top there: a copy of that tree with the current one
+                         * right beneath, checked again on a pinned fd in the namespace. */
+                        if (strv_push(&dpaths, TAKE_PTR(at)) < 0)
+                                return -ENOMEM;
+                        dh[n_dh++] = (DelayHierarchy) {
+                                .path = dpaths[strv_length(dpaths) - 1],
+                                .old_dev = t->dev,
+                                .new_dev = h[i].current_dev,
+                                .has_new = true,
+                        };
+                        continue;
+                }
+                /* One-shot follow: the copy there, by the identity it has there, is ours to
+                 * replace (checked again right before the swap). */
+                follow = true;
+                if (random_hex(TREE_ID_LEN / 2, &id) < 0)
+                        return -ENOMEM;
+                free(old.id);
+                old.id = TAKE_PTR(id);
+                free(old.hierarchy);
+                old.hierarchy = strdup(h[i].name);
+                old.unique_id = t->unique_id;
+                old.mount_id = t->mount_id;
+                old.dev = t->dev;
+                old.writable = false;
+                free(old.workdir);
+                old.workdir = NULL;
+                if (!old.hierarchy || tree_list_add(&olds, &old) < 0)
+                        return -ENOMEM;
+        }
+        if (n_dh == 0 && !follow) {
+                e->result.message = strdup("The namespace shows the host's trees; nothing to do.");
+                log_info("Mount namespace of %s shows the host's trees; nothing to do.", who);
+                return 0;
+        }
+        if (n_dh > 0) {
+                r = delay_commit_namespace(pid, dh, n_dh, false, &msg);
+                if (r < 0)
+                        return engine_fail(e, r == -ESRCH ? ENGINE_ERROR_FAILED : ENGINE_ERROR_FOREIGN_MOUNT, r, "Mount namespace of %s: %s", who,
+                                           strna(msg));
+                for (size_t k = 0; k < n_dh; k++)
+                        log_info("Mount namespace of %s: %s: the older tree was detached, the current one shows.", who, dh[k].path);
+        }
+        if (follow) {
+                if (!s.own_root && !streq(e->root, "/")) {
+                        prefix = strdup(e->root + 1);
+                        if (!prefix)
+                                return -ENOMEM;
+                }
+                r = follow_once(&(FollowHost) {
+                                        .root_fd = e->root_fd,
+                                        .root = e->root,
+                                        .journal_fd = e->journal_fd,
+                                        .base_fd = base,
+                                        .hierarchies = e->hierarchies,
+                                        .journal = j,
+                                        .ns_prefix = prefix,
+                                },
+                                pid, &olds, &msg);
+                if (r < 0)
+                        return engine_fail(e, r == -ESRCH ? ENGINE_ERROR_FAILED : ENGINE_ERROR_KERNEL_REFUSED, r,
+                                           "Mount namespace of %s: %s", who, strna(msg));
+                log_info("Mount namespace of %s: the host's trees of generation %" PRIu64 " placed there (not followed).", who,
+                         j->generation);
+        }
+        return 1;
+}
+
+int engine_commit(Engine *e, pid_t pid, const char *unit, bool delayed_only) {
         _cleanup_journal_ Journal j = {};
         _cleanup_free_ pid_t *pids = NULL;
         HierarchyState *states = NULL;
@@ -1153,6 +1369,10 @@ int engine_commit(Engine *e, pid_t pid, const char *unit) {
                         e->result.message = strdup("No transition is delayed; nothing to commit.");
                         log_info("No transition is delayed under %s; nothing to commit.", e->root);
                 }
+                goto finish;
+        }
+        if (!journal_delayed(&j) && pid > 0 && !delayed_only) {
+                r = update_namespace(e, &j, pid);
                 goto finish;
         }
         if (!journal_delayed(&j)) {

@@ -9,6 +9,7 @@
 #include "image.h"
 #include "journal.h"
 #include "mutable.h"
+#include "namespaces.h"
 #include "transition.h"
 #include "units.h"
 
@@ -116,7 +117,18 @@ int engine_recover(Engine *e);
  * with a unit: each mount namespace of its processes.  A transition whose deadline has passed is
  * committed on the host in any case.  Returns 1 when something moved, 0 when there was nothing
  * to commit (e->result.message says why).  Takes the lock. */
-int engine_commit(Engine *e, pid_t pid, const char *unit);
+/* delayed_only: a delayed transition only (a process committing its own namespace, unasked):
+ * nothing else is brought up to date. */
+int engine_commit(Engine *e, pid_t pid, const char *unit, bool delayed_only);
+/* With no transition delayed, engine_commit() with a pid brings that one namespace up to date
+ * (sysextd(8), NAMESPACES THAT MISSED A SWAP): an older tree of ours with the current one right
+ * beneath is dropped there, the base or an older tree with nothing current beneath gets the
+ * host's trees as a followed namespace would (once, not followed); an older tree of sysextd
+ * that no retired record proves ours is left alone and the call fails, changing nothing. */
+
+/* The mount namespaces that did not get the last swap (namespaces.h), with those that follow
+ * the host marked.  No lock: a snapshot. */
+int engine_namespaces(Engine *e, StaleNamespaceList *ret);
 
 /* Starts or stops following the mount namespace of a process (follow.h): with follow, it gets
  * the host's trees now and after every transition; without, our trees there are detached.

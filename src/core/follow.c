@@ -439,7 +439,8 @@ typedef struct FollowOutcome {
 } FollowOutcome;
 
 typedef struct FollowInput {
-        const char *rel;
+        const char *rel;      /* in the namespace, below its root */
+        const char *hierarchy; /* the host's name of it ("usr") */
         int tree_fd;          /* a clone of the host's tree, -EBADF: none */
         const Tree *host;     /* the host's tree */
         int pending_fd;       /* a clone of the host's tree waiting beneath it (delayed), -EBADF */
@@ -883,6 +884,7 @@ static const Tree *host_pending_tree(const FollowHost *h, const char *rel) {
  * report. */
 typedef struct FollowJob {
         Follower *f;
+        char *rel_owned[HIERARCHIES_MAX]; /* the paths in the namespace, with FollowHost.ns_prefix */
         bool stop;
         pid_t pid;
         FollowInput in[HIERARCHIES_MAX];
@@ -911,12 +913,22 @@ static int follow_prepare(const FollowHost *h, Follower *f, bool stop, FollowJob
                         f->machine = TAKE_PTR(machine);
         }
         STRV_FOREACH(rel, h->hierarchies) {
-                FollowInput *i = &j.in[j.n++];
+                FollowInput *i = &j.in[j.n];
                 _cleanup_close_ int base = -EBADF;
                 struct stat st;
 
-                *i = (FollowInput) { .rel = *rel, .tree_fd = -EBADF, .pending_fd = -EBADF, .old = follower_tree(f, *rel),
-                                     .waiting = tree_of(&f->waiting, *rel) };
+                if (!isempty(h->ns_prefix)) {
+                        j.rel_owned[j.n] = strjoin3(h->ns_prefix, "/", *rel);
+                        if (!j.rel_owned[j.n]) {
+                                for (size_t k = 0; k < j.n; k++)
+                                        free(j.rel_owned[k]);
+                                return -ENOMEM;
+                        }
+                }
+                *i = (FollowInput) { .rel = j.rel_owned[j.n] ?: *rel, .hierarchy = *rel, .tree_fd = -EBADF,
+                                     .pending_fd = -EBADF,
+                                     .old = follower_tree(f, *rel), .waiting = tree_of(&f->waiting, *rel) };
+                j.n++;
                 i->host = stop ? NULL : host_tree(h, *rel);
                 i->pending = stop || !i->host ? NULL : host_pending_tree(h, *rel);
                 base = openat_resolve(h->base_fd, *rel, O_PATH | O_DIRECTORY | O_CLOEXEC,
@@ -970,7 +982,7 @@ static void follow_job_run(const FollowHost *h, FollowJob *j, int host_ns, int p
         for (size_t i = 0; i < j->n; i++) {
                 if (!j->in[i].pending)
                         continue;
-                r = host_pending_clone(h, j->in[i].rel, j->in[i].host, j->in[i].pending, &j->in[i].pending_fd);
+                r = host_pending_clone(h, j->in[i].hierarchy, j->in[i].host, j->in[i].pending, &j->in[i].pending_fd);
                 if (r >= 0 && (setns(host_ns, CLONE_NEWNS) < 0 || fchdir(proc_fd) < 0))
                         r = negative_errno();
                 if (r < 0) {
@@ -984,7 +996,7 @@ static void follow_job_run(const FollowHost *h, FollowJob *j, int host_ns, int p
         for (size_t i = 0; i < j->n; i++) {
                 if (!j->in[i].host)
                         continue;
-                r = host_tree_clone(h, j->in[i].rel, j->in[i].host, &j->in[i].tree_fd);
+                r = host_tree_clone(h, j->in[i].hierarchy, j->in[i].host, &j->in[i].tree_fd);
                 if (r < 0) {
                         rep->r = r;
                         snprintf(rep->message, sizeof(rep->message), "The host's tree of /%s cannot be cloned: %s", j->in[i].rel,
@@ -1132,7 +1144,7 @@ static int follow_record(const FollowHost *h, FollowJob *j, const FollowReport *
                 return -ESRCH;
         for (size_t i = 0; i < j->n; i++) {
                 const FollowOutcome *o = &rep->out[i];
-                const char *rel = j->in[i].rel;
+                const char *rel = j->in[i].hierarchy;
 
                 if (IN_SET(o->view, FOLLOW_VIEW_OURS, FOLLOW_VIEW_BASE, FOLLOW_VIEW_HOST_TREE))
                         f->shows_host = true;
@@ -1205,14 +1217,15 @@ static int follow_many(const FollowHost *h, Follower **fs, size_t n, bool stop, 
                 of[n_jobs++] = i;
         }
         r = follow_jobs_run(h, jobs, n_jobs, reps);
-        if (r < 0)
-                return r;
-        for (size_t k = 0; k < n_jobs; k++) {
+        for (size_t k = 0; r >= 0 && k < n_jobs; k++) {
                 results[of[k]] = follow_record(h, &jobs[k], &reps[k]);
                 if (results[of[k]] == -ENOMEM)
-                        return -ENOMEM;
+                        r = -ENOMEM;
         }
-        return 0;
+        for (size_t k = 0; k < n_jobs; k++)
+                for (size_t x = 0; x < HIERARCHIES_MAX; x++)
+                        free(jobs[k].rel_owned[x]);
+        return r < 0 ? r : 0;
 }
 
 static int follow_one(const FollowHost *h, Follower *f, bool stop) {
@@ -1421,6 +1434,25 @@ int follow_forget_machine(const FollowHost *h, const char *machine) {
                 n++;
         }
         return n;
+}
+
+int follow_once(const FollowHost *h, pid_t pid, TreeList *olds, char **ret_message) {
+        _cleanup_(follower_done) Follower f = { .pid = pid };
+        _cleanup_free_ char *safe = NULL;
+        int r;
+
+        *ret_message = NULL;
+        r = follow_namespace_of(pid, &f.ns);
+        if (r < 0)
+                return set_message(ret_message, -r, "Process %i: %s.", (int) pid, r == -ESRCH ? "no such process" : strerror(-r));
+        f.trees = *olds;
+        *olds = (TreeList) {};
+        r = follow_one(h, &f, false);
+        if (r == -ESRCH)
+                return set_message(ret_message, ESRCH, "Process %i has gone; its namespace was not updated.", (int) pid);
+        if (r < 0)
+                return set_message(ret_message, -r, "%s", string_safe(f.error ?: "The namespace could not be updated.", &safe));
+        return 0;
 }
 
 int follow_remove(const FollowHost *h, pid_t pid, char **ret_message) {

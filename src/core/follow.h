@@ -98,6 +98,10 @@ typedef struct FollowHost {
         int base_fd;          /* the root below sysextd's trees (base.h) */
         char *const *hierarchies;
         const Journal *journal; /* what is live on the host: trees per hierarchy, generation */
+        /* Where the hierarchies are in the namespaces, below their roots: NULL or "": at their
+         * names ("usr", a container's own root); else below this path ("R" for "/R/usr", a
+         * namespace whose root is the host's). */
+        const char *ns_prefix;
 } FollowHost;
 
 /* The mount namespace of a process: its inode. */
@@ -122,6 +126,12 @@ int follow_add_machine(const FollowHost *h, pid_t pid, const char *machine, char
 /* The records of machine 'machine' are dropped (systemd-machined said it has gone; its
  * namespace goes with it): nothing is detached there.  Returns how many. */
 int follow_forget_machine(const FollowHost *h, const char *machine);
+
+/* Brings the namespace of pid to what the host shows once, as follow_add() would, without
+ * recording it as followed.  olds: the trees of ours there (taken), proven by the caller
+ * (sysextd commit --pid=, namespaces.h): each is replaced by the host's tree, the base gets the
+ * host's tree on top.  Returns 0, or < 0 with *ret_message. */
+int follow_once(const FollowHost *h, pid_t pid, TreeList *olds, char **ret_message);
 
 /* After every transition: each followed namespace gets the host's trees.  A namespace that has
  * gone is dropped without a word; one that fails is recorded with its error and does not stop

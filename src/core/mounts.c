@@ -33,18 +33,22 @@ static void iter_freep(struct libmnt_iter **i) {
 }
 #define _cleanup_iter_ _cleanup_(iter_freep)
 
-static int table_read(struct libmnt_table **ret) {
+/* The mount table of process pid's namespace (0: ours). */
+static int table_read_of(pid_t pid, struct libmnt_table **ret) {
         struct libmnt_table *t = mnt_new_table();
         int r;
 
         if (!t)
                 return -ENOMEM;
-        char path[32];
+        char path[64];
         FILE *f;
 
         /* Through a stream of our own: given a relative path (proc_prefix()), libmount would
          * make it absolute, walking up from a working directory outside our root. */
-        snprintf(path, sizeof(path), "%sself/mountinfo", proc_prefix());
+        if (pid > 0)
+                snprintf(path, sizeof(path), "%s%i/mountinfo", proc_prefix(), (int) pid);
+        else
+                snprintf(path, sizeof(path), "%sself/mountinfo", proc_prefix());
         f = fopen(path, "re");
         if (!f) {
                 r = negative_errno();
@@ -59,6 +63,10 @@ static int table_read(struct libmnt_table **ret) {
         }
         *ret = t;
         return 0;
+}
+
+static int table_read(struct libmnt_table **ret) {
+        return table_read_of(0, ret);
 }
 
 int mount_identity_of_fd(int fd, MountIdentity *ret) {
@@ -345,11 +353,15 @@ bool mount_children_equal(const MountChildren *a, const MountChildren *b) {
 }
 
 int mountinfo_find(uint64_t id, MountEntry *ret) {
+        return mountinfo_find_of(0, id, ret);
+}
+
+int mountinfo_find_of(pid_t pid, uint64_t id, MountEntry *ret) {
         _cleanup_table_ struct libmnt_table *t = NULL;
         struct libmnt_fs *fs;
         int r;
 
-        r = table_read(&t);
+        r = table_read_of(pid, &t);
         if (r < 0)
                 return r;
         fs = find_by_id(t, id);

@@ -86,6 +86,8 @@ int mount_below_same(uint64_t top_id, uint64_t base_id, const char *path, bool *
 
 /* The entry of mountinfo with this 32-bit id. */
 int mountinfo_find(uint64_t id, MountEntry *ret);
+/* The same in the mount namespace of process pid, from /proc/PID/mountinfo (0: ours). */
+int mountinfo_find_of(pid_t pid, uint64_t id, MountEntry *ret);
 
 /* The mount points (as mountinfo names them) of every mount of type 'fstype' from 'source'
  * at or below the absolute path 'under', covered or not, in this namespace: a NULL-terminated

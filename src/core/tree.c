@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <linux/openat2.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #include "fd-util.h"
@@ -150,6 +151,8 @@ int tree_save(int journal_dir_fd, const Tree *t) {
         return write_file_atomic_at(dfd, name, text, 0600);
 }
 
+static int tree_retire(int journal_dir_fd, int trees_fd, const char *name);
+
 int tree_remove(int journal_dir_fd, const char *id) {
         _cleanup_close_ int dfd = -EBADF;
         _cleanup_free_ char *name = NULL;
@@ -164,8 +167,103 @@ int tree_remove(int journal_dir_fd, const char *id) {
         name = strjoin3(id, ".json", "");
         if (!name)
                 return -ENOMEM;
+        /* Kept as retired (tree.h); where that fails, the record goes all the same. */
+        if (tree_retire(journal_dir_fd, dfd, name) >= 0)
+                return 0;
         if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
                 return negative_errno();
+        return 0;
+}
+
+static int retired_dir_open(int journal_dir_fd, bool create) {
+        int fd = open_directory_at(journal_dir_fd, RETIRED_DIR, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+
+        if (fd == -ENOENT && create) {
+                if (mkdirat(journal_dir_fd, RETIRED_DIR, 0700) < 0 && errno != EEXIST)
+                        return negative_errno();
+                fd = open_directory_at(journal_dir_fd, RETIRED_DIR, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+        }
+        return fd;
+}
+
+/* Only the newest RETIRED_MAX records stay: the oldest (by mtime: when the tree was recorded)
+ * go first. */
+static void retired_prune(int dfd) {
+        for (unsigned round = 0; round < 4 * RETIRED_MAX; round++) {
+                _cleanup_closedir_ DIR *d = NULL;
+                _cleanup_free_ char *oldest = NULL;
+                struct timespec oldest_t = {};
+                struct dirent *de;
+                size_t n = 0;
+                int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+
+                if (fd < 0)
+                        return;
+                d = fdopendir(fd);
+                if (!d) {
+                        safe_close(fd);
+                        return;
+                }
+                while ((de = readdir(d))) {
+                        struct stat st;
+
+                        if (!endswith(de->d_name, ".json") || fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                                continue;
+                        n++;
+                        if (!oldest || st.st_mtim.tv_sec < oldest_t.tv_sec ||
+                            (st.st_mtim.tv_sec == oldest_t.tv_sec && st.st_mtim.tv_nsec < oldest_t.tv_nsec)) {
+                                free(oldest);
+                                oldest = strdup(de->d_name);
+                                oldest_t = st.st_mtim;
+                        }
+                }
+                if (n <= RETIRED_MAX || !oldest)
+                        return;
+                (void) unlinkat(dfd, oldest, 0);
+        }
+}
+
+static int tree_retire(int journal_dir_fd, int trees_fd, const char *name) {
+        _cleanup_close_ int dfd = retired_dir_open(journal_dir_fd, true);
+
+        if (dfd < 0)
+                return dfd;
+        if (renameat(trees_fd, name, dfd, name) < 0)
+                return negative_errno();
+        retired_prune(dfd);
+        return 0;
+}
+
+int tree_retired_find_dev(int journal_dir_fd, dev_t dev, Tree *ret) {
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+        int dfd;
+
+        dfd = retired_dir_open(journal_dir_fd, false);
+        if (dfd == -ENOENT)
+                return 0;
+        if (dfd < 0)
+                return dfd;
+        d = fdopendir(dfd);
+        if (!d) {
+                safe_close(dfd);
+                return negative_errno();
+        }
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *text = NULL;
+                _cleanup_(tree_done) Tree t = {};
+
+                if (de->d_name[0] == '.' || !endswith(de->d_name, ".json"))
+                        continue;
+                if (read_file_at(dirfd(d), de->d_name, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, 64 * 1024, &text, NULL, NULL) < 0 ||
+                    tree_from_json_string(text, &t) < 0)
+                        continue; /* not a proof */
+                if (t.dev != dev || t.base_only)
+                        continue;
+                *ret = t;
+                t = (Tree) {};
+                return 1;
+        }
         return 0;
 }
 

@@ -64,6 +64,17 @@ bool tree_workdir_valid(const char *rel);
 /* Records in the journal directory (an fd of run/sysextd). */
 int tree_save(int journal_dir_fd, const Tree *t);
 int tree_remove(int journal_dir_fd, const char *id);
+
+/* Retired trees: tree_remove() keeps the record, moved to run/sysextd/retired/ID.json (the
+ * newest RETIRED_MAX of them, by the time the tree was recorded).  A copy of a tree the host
+ * detached stays in a namespace that did not receive the detach (a private /usr, a slave
+ * copy with mounts of its own on it); its superblock is the retired tree's, and it lives
+ * for as long as that copy: the device number is not given to another file system meanwhile.
+ * That is the proof sysextd commit --pid= needs to take such a copy away (namespaces.h). */
+#define RETIRED_DIR "retired"
+#define RETIRED_MAX 32
+/* The retired tree whose superblock is dev: 1 and *ret, 0 when none is recorded. */
+int tree_retired_find_dev(int journal_dir_fd, dev_t dev, Tree *ret);
 /* Loads every record; a record that fails validation is renamed to ID.json.corrupt and
  * reported in *ret_n_corrupt. */
 int tree_list_load(int journal_dir_fd, TreeList *ret, unsigned *ret_n_corrupt);

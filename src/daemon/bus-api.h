@@ -57,6 +57,13 @@
 #define SYSEXTD_FOLLOWER_STRUCT "(tisstasass)"
 /* GetDelay(): a mount namespace of a delayed transition: its inode, first process, unit. */
 #define SYSEXTD_DELAY_NS_STRUCT "(tis)"
+/* ListNamespaces() -> a(tiussbba(ss)), one per mount namespace that did not get the last swap
+ * (sysextd status --namespaces): namespace (the inode of the mount namespace), pid (its first
+ * process in /proc), processes (how many it has), unit ("" when none), machine ("" when none),
+ * followed, own_root (its root is not the host's: the hierarchies are below its own root),
+ * hierarchies: per hierarchy its name ("usr") and what it shows there: "older-over-current",
+ * "older", "base", "current", "own" or "absent" */
+#define SYSEXTD_NAMESPACE_STRUCT "(tiussbba(ss))"
 /* FollowFailed(t namespace, i pid, s message): after a transition, a followed namespace whose
  * update failed (it keeps what it showed) */
 

@@ -284,6 +284,7 @@ typedef struct Mutation {
         bool is_follow;
         bool follow; /* Follow, not Unfollow */
         bool is_commit;
+        bool self;   /* Commit: the caller's own namespace (not authorized) */
         char *unit;  /* Commit: the unit whose namespaces are committed (owned) */
         pid_t pid;   /* Follow, Unfollow, Commit (0: every namespace, or the unit's) */
         int pidfd;   /* owned */
@@ -300,7 +301,7 @@ static const char *mutation_name(const Mutation *x) {
 /* Hands the call to the daemon's queue (the pidfd goes with it). */
 static int mutation_queue(Manager *m, sd_bus_message *request, Mutation *x) {
         if (x->is_commit)
-                return m->ops->queue_commit(m, request, TAKE_FD(x->pidfd), x->pid, TAKE_PTR(x->unit));
+                return m->ops->queue_commit(m, request, TAKE_FD(x->pidfd), x->pid, TAKE_PTR(x->unit), x->self);
         if (x->is_follow)
                 return m->ops->queue_follow(m, request, TAKE_FD(x->pidfd), x->pid, x->follow);
         return m->ops->queue_transition(m, request, x->verb, &x->options);
@@ -821,7 +822,9 @@ static int method_commit(sd_bus_message *message, void *userdata, sd_bus_error *
                                                 "The caller is in sysextd's own mount namespace, whose commit is every namespace's; call Commit with the option all to commit everywhere.");
                 }
                 x.pid = caller;
-                /* Its own namespace only: nobody else's view changes. */
+                x.self = true;
+                /* Its own namespace only, and only a delayed transition: nobody else's view
+                 * changes, and nothing is mounted there that the host did not already delay. */
                 r = mutation_queue(m, message, &x);
                 return r < 0 ? r : 1;
         }
@@ -885,6 +888,52 @@ static int method_list_followed(sd_bus_message *message, void *userdata, sd_bus_
                 r = sd_bus_message_open_container(reply, 'a', SYSEXTD_FOLLOWER_STRUCT);
         for (size_t i = 0; r >= 0 && i < l.n; i++)
                 r = append_follower(reply, &l.followers[i]);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+/* The namespaces that did not get the last swap: read in the bus process, also while a job
+ * runs (a look through /proc, and the base reached as base.h does, in a helper process). */
+static int status_error(Manager *m, sd_bus_error *error);
+
+static int method_list_namespaces(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_(stale_namespace_list_done) StaleNamespaceList l = {};
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        m->ops->update_idle(m);
+        r = engine_namespaces(m->engine, &l);
+        if (r < 0)
+                return status_error(m, error);
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', SYSEXTD_NAMESPACE_STRUCT);
+        for (size_t i = 0; r >= 0 && i < l.n; i++) {
+                const StaleNamespace *x = &l.namespaces[i];
+
+                r = sd_bus_message_open_container(reply, 'r', "tiussbba(ss)");
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "tiu", x->ns, (int32_t) x->pid, (uint32_t) x->n_processes);
+                if (r >= 0)
+                        r = append_string(reply, x->unit);
+                if (r >= 0)
+                        r = append_string(reply, x->machine);
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "bb", x->followed, x->own_root);
+                if (r >= 0)
+                        r = sd_bus_message_open_container(reply, 'a', "(ss)");
+                for (size_t k = 0; r >= 0 && k < x->n && m->engine->hierarchies[k]; k++)
+                        r = sd_bus_message_append(reply, "(ss)", m->engine->hierarchies[k],
+                                                  namespace_view_to_string(x->tops[k].view));
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         if (r < 0)
@@ -1167,6 +1216,8 @@ static const sd_bus_vtable manager_vtable[] = {
                                 method_get_delay, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListFollowed", SD_BUS_NO_ARGS, SD_BUS_RESULT("a" SYSEXTD_FOLLOWER_STRUCT, followed),
                                 method_list_followed, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListNamespaces", SD_BUS_NO_ARGS, SD_BUS_RESULT("a" SYSEXTD_NAMESPACE_STRUCT, namespaces),
+                                method_list_namespaces, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListImages", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssssssb)", images), method_list_images,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListImagesEx", SD_BUS_ARGS("a{sv}", options), SD_BUS_RESULT("a(ssssssbs)", images),

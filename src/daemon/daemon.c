@@ -254,7 +254,7 @@ static int run_commit(void *userdata, json_object *doc, int **ret_fds, size_t *r
                 return gone.r;
         }
         log_set_sink(collect, &c);
-        (void) engine_commit(e, pid, j->unit);
+        (void) engine_commit(e, pid, j->unit, j->self);
         log_set_sink(NULL, NULL);
         /* The reply says whether a namespace moved, as the command's --json does. */
         if (e->result.r > 0)
@@ -556,7 +556,7 @@ static int manager_queue_follow(Manager *m, sd_bus_message *request, int pidfd, 
         return manager_queue_job(m, j);
 }
 
-static int manager_queue_commit(Manager *m, sd_bus_message *request, int pidfd, pid_t pid, char *unit) {
+static int manager_queue_commit(Manager *m, sd_bus_message *request, int pidfd, pid_t pid, char *unit, bool self) {
         _cleanup_close_ int fd = pidfd;
         _cleanup_free_ char *u = unit;
         Job *j;
@@ -572,6 +572,7 @@ static int manager_queue_commit(Manager *m, sd_bus_message *request, int pidfd, 
         j->pidfd = TAKE_FD(fd);
         j->target = pid;
         j->unit = TAKE_PTR(u);
+        j->self = self;
         return manager_queue_job(m, j);
 }
 
@@ -582,7 +583,7 @@ static int on_delay_deadline(sd_event_source *s, uint64_t usec, void *userdata) 
         /* The deadline is met once: the job's end sets the timer again if it is still delayed
          * (a commit that failed is tried again a while later). */
         m->delay_deadline = 0;
-        if (manager_queue_commit(m, NULL, -EBADF, 0, NULL) < 0)
+        if (manager_queue_commit(m, NULL, -EBADF, 0, NULL, false) < 0)
                 log_warning("Failed to queue the commit of the delayed transition; the next command commits it.");
         return 0;
 }

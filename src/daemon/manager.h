@@ -33,8 +33,9 @@ typedef struct ManagerOps {
         int (*queue_follow)(Manager *m, sd_bus_message *request, int pidfd, pid_t pid, bool follow);
         /* Queues the commit of a delayed transition (Commit): in the mount namespace of the
          * process of pidfd (taken), whose PID is pid; in the namespaces of unit's processes
-         * (taken); or, with neither, everywhere. */
-        int (*queue_commit)(Manager *m, sd_bus_message *request, int pidfd, pid_t pid, char *unit);
+         * (taken); or, with neither, everywhere.  self: the caller's own namespace, unasked: a
+         * delayed transition only. */
+        int (*queue_commit)(Manager *m, sd_bus_message *request, int pidfd, pid_t pid, char *unit, bool self);
         /* FollowMachines= (machines.h): queues, in the same queue, a follow of machine 'machine'
          * through its leader's pidfd (taken, closed in every case) whose PID is pid, in the
          * machine mode of engine_follow_machine(); with pidfd < 0, the drop of that machine's
@@ -94,6 +95,7 @@ typedef struct Job {
         pid_t target;
         bool follow;
         char *unit; /* Commit: the unit whose namespaces are committed */
+        bool self;  /* Commit: of the caller's own namespace, not authorized: a delayed transition only */
         /* FollowMachines=: the machine whose leader (follow) is followed, or whose records
          * (!follow) are dropped; NULL: a Follow or Unfollow call. */
         char *machine;
