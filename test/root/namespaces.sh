@@ -269,7 +269,7 @@ pids+=("$D")
 wait_ns "$D" ready
 PREFIX[$D]=$R
 run_sysextd status --namespaces --json
-assert_eq "$(state "$D" usr)" older "the forged overlay looks like an older tree"
+assert_eq "$(state "$D" usr)" older-over-current "the forged overlay (on top of the current tree there) looks like an older tree"
 run_sysextd commit --pid="$D"
 refused "commit --pid= of a namespace with an unrecorded tree"
 assert_contains "$ERR" "process $D" "names the namespace"
