@@ -13,8 +13,11 @@
 #       option; an unknown option; two options; a unit name with a slash; a process that does
 #       not exist; "pid" and "all" from a caller other than root (no polkit on this bus)
 #   (e) `sysextd commit` through the daemon: everyone reads v2, one overlay per hierarchy
-#   (f) the deadline: refresh --delay=3 and nothing else: the daemon commits by itself; with
+#   (f) the deadline: refresh --delay=4 and nothing else: the daemon commits by itself; with
 #       IdleTimeoutSec=1 it stays until then and exits after
+#   (g) a private namespace that missed a (not delayed) refresh: status --namespaces through
+#       the daemon (ListNamespaces()) lists it as in process; its own Commit() changes nothing
+#       (a delayed transition only); commit --pid= through the daemon brings it up to date
 # Readers never see the base or an error; each namespace reads v1, then v2, then v3.
 set -euo pipefail
 # shellcheck source=test/lib.sh
@@ -327,6 +330,35 @@ stop_readers
 assert_eq "${READ[root]}" "v1 v2 v3;v1 v2 v3;" "the root namespace read v1, v2, v3"
 assert_eq "${READ[$S1]}" "v1 v2 v3;v1 v2 v3;" "S1 read v1, v2, v3"
 assert_eq "${READ[$S2]}" "v1 v2 v3;v1 v2 v3;" "S2 read v1, v2, v3"
+
+# ------------------------------------------------------------ (g)
+check "(g) a namespace that missed a swap: ListNamespaces(), Commit() of its own changes nothing, commit --pid brings it up"
+unshare -m --propagation private sleep 600 </dev/null >/dev/null 2>&1 &
+P=$!
+pids+=("$P")
+wait_ns "$P"
+replace_image "$WORK/v1.raw" "$ext/app.raw"
+run_cli refresh
+assert_ok "refresh to v1 (not delayed)"
+assert_eq "$(shows root) $(shows "$P")" "v1 v1 v3 v3" "the private namespace keeps v3"
+run_cli --json status --namespaces
+assert_ok "status --namespaces through the daemon"
+assert_eq "$(json_q "$OUT" '[[h["hierarchy"] + ":" + h["shows"] for h in x["hierarchies"] if h["hierarchy"] != "etc"] for x in d if x["namespace"] == '"$(ns_of "$P")"']')" \
+	'[["usr:older", "opt:older"]]' "ListNamespaces: the private namespace on an older tree"
+bus_ns=$(json_q "$OUT" '[x["namespace"] for x in d]')
+run_sysextd --json status --namespaces
+assert_ok "status --namespaces --no-bus"
+assert_eq "$(json_q "$OUT" '[x["namespace"] for x in d]')" "$bus_ns" "the same namespaces through the daemon and in process"
+commit_in "$P" setpriv --reuid=nobody --regid=nogroup --clear-groups --
+assert_ok "Commit() from the private namespace, nothing delayed"
+assert_contains "$OUT" "tba(us) 4 false" "nothing moved"
+assert_eq "$(shows "$P")" "v3 v3" "Commit() of its own namespace does not bring it up to date unasked"
+run_cli commit --pid="$P"
+assert_ok "commit --pid=P through the daemon"
+assert_eq "$(shows "$P")" "v1 v1" "commit --pid brought it up to date"
+assert_eq "$(ours_in "$P" "$R/usr") $(ours_in "$P" "$R/opt")" "1 1" "one overlay each there"
+run_cli --json status --namespaces
+assert_eq "$(json_q "$OUT" "$(ns_of "$P") in [x['namespace'] for x in d]")" false "no longer listed"
 
 run_cli unmerge
 assert_ok unmerge
