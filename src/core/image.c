@@ -60,6 +60,21 @@ int image_verdict_from_string(const char *s) {
         return string_table_find(verdict_table, _IMAGE_VERDICT_MAX, s);
 }
 
+static const char *const backing_table[_IMAGE_BACKING_MAX] = {
+        [IMAGE_BACKING_NONE] = "none",
+        [IMAGE_BACKING_DIRECTORY] = "directory",
+        [IMAGE_BACKING_LOOP] = "loop",
+        [IMAGE_BACKING_FILE] = "file",
+};
+
+const char *image_backing_to_string(ImageBacking b) {
+        return b >= 0 && b < _IMAGE_BACKING_MAX ? backing_table[b] : "none";
+}
+
+int image_backing_from_string(const char *s) {
+        return string_table_find(backing_table, _IMAGE_BACKING_MAX, s);
+}
+
 static const char *const policy_table[_IMAGE_POLICY_MAX] = {
         [IMAGE_POLICY_OPEN] = "open",
         [IMAGE_POLICY_VERITY] = "verity",
@@ -934,9 +949,26 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
         if (r < 0)
                 return refuse(img, IMAGE_REFUSED, "%s", msg ?: "cannot read the superblock");
 
+        /* A plain erofs image without verity is mounted from its file where the kernel can:
+         * no loop device to attach, find and verify.  -ENOTBLK is the kernel saying it cannot
+         * (no file-backed erofs, or a file on tmpfs or overlayfs): a loop device then. */
+        if (img->kind == IMAGE_EROFS && !v.roothash) {
+                r = file_mount(fd, img->fstype, ctx->mount_attrs[img->klass], &img->root_fd, &msg);
+                if (r >= 0) {
+                        img->backing = IMAGE_BACKING_FILE;
+                        return 0;
+                }
+                if (r != -ENOTBLK)
+                        return refuse(img, IMAGE_REFUSED, "cannot mount %s file system: %s%s%s", img->fstype, strerror(-r),
+                                      msg ? ": " : "", msg ?: "");
+                free(msg);
+                msg = NULL;
+        }
+
         r = loopdev_attach(fd, offset, size, &img->loop);
         if (r < 0)
                 return refuse(img, IMAGE_REFUSED, "cannot attach a loop device: %s", strerror(-r));
+        img->backing = IMAGE_BACKING_LOOP;
 
         if (v.roothash) {
                 img->verity = ctx->use_dm ? VERITY_DM : VERITY_USERSPACE;
@@ -1000,6 +1032,7 @@ static int probe_directory(Image *img, const ProbeContext *ctx) {
         img->root_fd = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
         if (img->root_fd < 0)
                 return refuse(img, IMAGE_REFUSED, "cannot open directory: %m");
+        img->backing = IMAGE_BACKING_DIRECTORY;
         return 0;
 }
 
