@@ -281,9 +281,11 @@ static int image_directory_stamp(int dir_fd, uint64_t *ret) {
 
 /* The verity sidecars of a raw image are part of its identity: a new signature, a removed
  * hash tree or a replaced root hash change the verdict. */
-static uint64_t sidecar_stamp(int root_fd, const char *dir, const char *name) {
+static uint64_t sidecar_stamp(int root_fd, const char *dir, const char *name, unsigned *ret_found) {
         static const char *const suffixes[] = { ".roothash", ".verity", ".roothash.p7s" };
         uint64_t stamp = STAMP_INIT;
+
+        *ret_found = 0;
 
         for (size_t i = 0; i < ELEMENTSOF(suffixes); i++) {
                 _cleanup_free_ char *p = NULL;
@@ -293,9 +295,10 @@ static uint64_t sidecar_stamp(int root_fd, const char *dir, const char *name) {
                 if (asprintf(&p, "%s/%s%s", dir, name, suffixes[i]) < 0)
                         p = NULL;
                 fd = p ? openat_resolve(root_fd, p, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) : -ENOMEM;
-                if (fd >= 0 && fstat(fd, &st) == 0)
+                if (fd >= 0 && fstat(fd, &st) == 0) {
                         stamp_add_stat(&stamp, &st);
-                else
+                        *ret_found |= 1u << i;
+                } else
                         stamp_add_u64(&stamp, 0);
         }
         return stamp;
@@ -822,19 +825,24 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                                         img->stamp = 0; /* unreadable: the probe says why */
                         } else {
                                 _cleanup_free_ char *sdir = NULL, *base = NULL;
+                                unsigned found;
 
                                 /* Sidecars sit beside the file (in the .v directory for a
                                  * picked one), named after it. */
                                 r = sidecar_base(img->rel, &sdir, &base);
                                 if (r < 0)
                                         return r;
-                                img->stamp = sidecar_stamp(root_fd, sdir, base);
+                                img->stamp = sidecar_stamp(root_fd, sdir, base, &found);
                                 /* What a refresh compares before anything is opened
-                                 * (plan_image_same()); the probe reads it again. */
-                                r = verity_peek_sidecars(root_fd, sdir, base, &img->roothash,
-                                                         &img->signature_sidecar);
-                                if (r < 0)
-                                        return r;
+                                 * (plan_image_same()); the probe reads it again.  Without
+                                 * a hash tree or a signature beside it there is nothing to
+                                 * peek at (the common image: no more lookups). */
+                                if (found & ((1u << 1) | (1u << 2))) {
+                                        r = verity_peek_sidecars(root_fd, sdir, base, &img->roothash,
+                                                                 &img->signature_sidecar);
+                                        if (r < 0)
+                                                return r;
+                                }
                         }
                 }
         }
