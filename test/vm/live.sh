@@ -15,8 +15,8 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-REFRESHES=${1:-100}
-SYSEXT_REFRESHES=${2:-20}
+REFRESHES=${1:-20}
+SYSEXT_REFRESHES=${2:-10}
 NS=(vmtest-strict vmtest-private)
 ALL=(host "${NS[@]}")
 
