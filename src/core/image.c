@@ -15,12 +15,16 @@
  * an older version.  Probing then, per image:
  *   directory: a detached bind of it (open_tree on the resolved fd), its extension-release;
  *   raw file:  reopened for reading only once it is known to be a regular file; the file
- *              system recognised with libblkid (by content, never by suffix), its size
- *              checked against the file's, a loop device attached, the file system mounted
- *              detached and verified (loopdev.c), then the release file read through the
- *              mount fd.
- * A probed raw image holds a loop device and a detached mount; both go away when the image
- * is released unless the mount was cloned into a tree first (then the tree keeps them).
+ *              system recognised by content, never by suffix (an erofs superblock with no
+ *              other signature from one read, disk_fast_type(); anything else by libblkid),
+ *              its size checked against the file's; a plain erofs image (no verity) mounted
+ *              detached straight from the open file where the kernel can (file-backed
+ *              erofs), otherwise a loop device attached and the file system mounted
+ *              detached from it and verified (loopdev.c); then the release file read
+ *              through the mount fd.
+ * A probed raw image holds a detached mount (and its loop device, if it needed one); they go
+ * away when the image is released unless the mount was cloned into a tree first (then the
+ * tree keeps them).
  */
 #include <ctype.h>
 #include <dirent.h>
