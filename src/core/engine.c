@@ -37,6 +37,7 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "follow.h"
+#include "history.h"
 #include "inspect.h"
 #include "kernel.h"
 #include "log.h"
@@ -278,6 +279,7 @@ static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t
         ctx.committed_delayed = &committed;
         r = recover_run(&ctx, j, *states, *n, ret_changed);
         if (r >= 0 && committed > 0) {
+                history_log(HISTORY_COMMIT, committed, e->root, &j->images, false);
                 if (how == DELAY_COMMIT_FIRST)
                         log_info("Committed the delayed transition of generation %" PRIu64 " first.", committed);
                 else if (how == DELAY_COMMIT_NOW)
@@ -1044,6 +1046,10 @@ finish:
         if (r < 0)
                 e->result.delayed = false;
         e->result.generation = j.generation;
+        /* A delayed transition counts too: its trees are in place beneath the old ones. */
+        if (r >= 0 && (changed || e->result.delayed))
+                history_log(verb == ENGINE_MERGE ? HISTORY_MERGE : verb == ENGINE_REFRESH ? HISTORY_REFRESH : HISTORY_UNMERGE,
+                            j.generation, e->root, &j.images, e->result.delayed);
         if (r >= 0)
                 update_followers(e, &j);
         hierarchy_states_free(states, n);
