@@ -226,15 +226,18 @@ static void x509_stack_free(STACK_OF(X509) **s) {
 }
 
 static void bio_freep(BIO **b) {
-        sym_BIO_free(*b);
+        if (*b)
+                sym_BIO_free(*b);
 }
 
 static void pkcs7_freep(PKCS7 **p) {
-        sym_PKCS7_free(*p);
+        if (*p)
+                sym_PKCS7_free(*p);
 }
 
 static void x509_store_freep(X509_STORE **s) {
-        sym_X509_STORE_free(*s);
+        if (*s)
+                sym_X509_STORE_free(*s);
 }
 
 /* Reads every PEM certificate of the *.crt and *.pem files in dir (below root_fd). */
