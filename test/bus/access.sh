@@ -5,7 +5,8 @@
 # unprivileged caller (nobody:nogroup, no supplementary groups) reach the daemon,
 # which refuses with org.sysextd1.Error.AccessDenied, saying that polkit is not
 # there to ask.  After each refusal the tree is exactly as it was.  The same
-# caller gets GetStatus, ListImages, every property, GetAll and introspection,
+# caller gets GetStatus, ListImages, ListFollowed, GetDelay, ListNamespaces, every property,
+# GetAll and introspection,
 # and the CLI run as nobody prints status and list and fails with one line for
 # the rest.
 set -euo pipefail
@@ -81,6 +82,14 @@ readers_allowed() {
 	assert_ok "busctl ListImages as nobody"
 	assert_contains "$OUT" '"ext1" "erofs"' "ListImages reply"
 	assert_contains "$OUT" '"ext2" "erofs"' "ListImages reply"
+
+	check "ListFollowed, GetDelay and ListNamespaces as nobody (open to every caller, org.sysextd1(5))"
+	for m in ListFollowed GetDelay ListNamespaces; do
+		run_bctl --unpriv call org.sysextd1 /org/sysextd1 org.sysextd1.Manager "$m"
+		assert_ok "busctl $m as nobody"
+	done
+	run_cli --unpriv status --namespaces
+	assert_ok "sysextd status --namespaces as nobody"
 
 	check "every property as nobody, one by one and with GetAll"
 	for p in "${PROPS[@]}"; do
