@@ -305,26 +305,21 @@ static void output_status_text(json_object *status, bool legend) {
         if (json_object_object_get_ex(status, "images", &sk)) {
                 unsigned files = 0, loops = 0;
 
-                /* What the live layers are mounted from (sysextd(8), IMAGES WITHOUT LOOP DEVICES). */
-                for (size_t i = 0; i < json_object_array_length(sk); i++) {
-                        const char *b = get_str(json_object_array_get_idx(sk, i), "backing");
-
-                        files += streq_ptr(b, "file");
-                        loops += streq_ptr(b, "loop");
-                }
-                if (files + loops > 0)
-                        printf("Images: %u mounted from their files, %u through loop devices\n", files, loops);
-        }
-        if (json_object_object_get_ex(status, "images", &sk))
                 for (size_t i = 0; i < json_object_array_length(sk); i++) {
                         json_object *o = json_object_array_get_idx(sk, i);
                         const char *verity = get_str(o, "verity");
 
+                        /* What the live layers are mounted from (sysextd(8), IMAGES). */
+                        files += streq_ptr(get_str(o, "backing"), "file");
+                        loops += streq_ptr(get_str(o, "backing"), "loop");
                         if (!verity || streq(verity, "none"))
                                 continue;
                         printf("Image %s (%s): verity=%s%s\n", strna(get_str(o, "name")), strna(get_str(o, "path")), verity,
                                get_bool(o, "signed") ? ", signed" : "");
                 }
+                if (files + loops > 0)
+                        printf("Images: %u mounted from their files, %u through loop devices\n", files, loops);
+        }
         if (json_object_object_get_ex(status, "skipped", &sk))
                 for (size_t i = 0; i < json_object_array_length(sk); i++) {
                         json_object *o = json_object_array_get_idx(sk, i);

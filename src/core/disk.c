@@ -53,13 +53,11 @@ const char *disk_fast_type(const uint8_t *buf, size_t len) {
 }
 
 int disk_probe_type(int fd, uint64_t offset, uint64_t size, bool partitions, char **ret_type) {
-        _cleanup_blkid_probe_ blkid_probe pr = blkid_new_probe();
+        _cleanup_blkid_probe_ blkid_probe pr = NULL;
         const char *type = NULL;
         int r;
 
         *ret_type = NULL;
-        if (!pr)
-                return -ENOMEM;
 
         /* The common case, an erofs image, from one read instead of libblkid's few dozen. */
         if (size == 0 || size >= DISK_FAST_PROBE_SIZE) {
@@ -69,11 +67,16 @@ int disk_probe_type(int fd, uint64_t offset, uint64_t size, bool partitions, cha
                 if (!head)
                         return -ENOMEM;
                 n = pread(fd, head, DISK_FAST_PROBE_SIZE, (off_t) offset);
-                if (n == DISK_FAST_PROBE_SIZE && disk_fast_type(head, (size_t) n)) {
-                        *ret_type = strdup(disk_fast_type(head, (size_t) n));
+                type = n == DISK_FAST_PROBE_SIZE ? disk_fast_type(head, (size_t) n) : NULL;
+                if (type) {
+                        *ret_type = strdup(type);
                         return *ret_type ? 0 : -ENOMEM;
                 }
         }
+
+        pr = blkid_new_probe();
+        if (!pr)
+                return -ENOMEM;
         if (blkid_probe_set_device(pr, fd, (blkid_loff_t) offset, (blkid_loff_t) size) < 0)
                 return -EIO;
         blkid_probe_enable_superblocks(pr, 1);

@@ -284,9 +284,16 @@ static int image_directory_stamp(int dir_fd, uint64_t *ret) {
 }
 
 /* The verity sidecars of a raw image are part of its identity: a new signature, a removed
- * hash tree or a replaced root hash change the verdict. */
+ * hash tree or a replaced root hash change the verdict.  *ret_found: which of them are there,
+ * as bits 1 << SIDECAR_*. */
+enum { SIDECAR_ROOTHASH, SIDECAR_VERITY, SIDECAR_SIGNATURE };
+
 static uint64_t sidecar_stamp(int root_fd, const char *dir, const char *name, unsigned *ret_found) {
-        static const char *const suffixes[] = { ".roothash", ".verity", ".roothash.p7s" };
+        static const char *const suffixes[] = {
+                [SIDECAR_ROOTHASH] = ".roothash",
+                [SIDECAR_VERITY] = ".verity",
+                [SIDECAR_SIGNATURE] = ".roothash.p7s",
+        };
         uint64_t stamp = STAMP_INIT;
 
         *ret_found = 0;
@@ -841,7 +848,7 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                                  * (plan_image_same()); the probe reads it again.  Without
                                  * a hash tree or a signature beside it there is nothing to
                                  * peek at (the common image: no more lookups). */
-                                if (found & ((1u << 1) | (1u << 2))) {
+                                if (found & (1u << SIDECAR_VERITY | 1u << SIDECAR_SIGNATURE)) {
                                         r = verity_peek_sidecars(root_fd, sdir, base, &img->roothash,
                                                                  &img->signature_sidecar);
                                         if (r < 0)

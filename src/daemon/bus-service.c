@@ -963,6 +963,15 @@ static int status_error(Manager *m, sd_bus_error *error) {
                                  string_safe(m->engine->result.message ?: "Failed to read the status.", &buf));
 }
 
+/* What a call that reads the status starts with: a caller keeps the daemon from its idle exit,
+ * and a status that cannot be read is the call's error. */
+static int read_status(Manager *m, EngineStatus *s, sd_bus_error *error) {
+        m->ops->update_idle(m);
+        if (engine_status(m->engine, NULL, s) < 0)
+                return status_error(m, error);
+        return 0;
+}
+
 static int append_delay_namespaces(sd_bus_message *reply, const DelayNamespace *ns, size_t n) {
         int r = sd_bus_message_open_container(reply, 'a', SYSEXTD_DELAY_NS_STRUCT);
 
@@ -987,10 +996,9 @@ static int method_get_delay(sd_bus_message *message, void *userdata, sd_bus_erro
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         int r;
 
-        m->ops->update_idle(m);
-        r = engine_status(m->engine, NULL, &s);
+        r = read_status(m, &s, error);
         if (r < 0)
-                return status_error(m, error);
+                return r;
         r = sd_bus_message_new_method_return(message, &reply);
         if (r >= 0)
                 r = sd_bus_message_append(reply, "ttt", s.delayed_generation, s.delayed_since, s.delay_deadline);
@@ -1009,10 +1017,9 @@ static int method_get_status(sd_bus_message *message, void *userdata, sd_bus_err
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         int r;
 
-        m->ops->update_idle(m);
-        r = engine_status(m->engine, NULL, &s);
+        r = read_status(m, &s, error);
         if (r < 0)
-                return status_error(m, error);
+                return r;
 
         r = sd_bus_message_new_method_return(message, &reply);
         if (r >= 0)
@@ -1158,9 +1165,9 @@ static int property_get_stacks(sd_bus *bus, const char *path, const char *interf
         _cleanup_(engine_status_done) EngineStatus s = {};
         int r;
 
-        m->ops->update_idle(m);
-        if (engine_status(m->engine, NULL, &s) < 0)
-                return status_error(m, error);
+        r = read_status(m, &s, error);
+        if (r < 0)
+                return r;
         r = sd_bus_message_open_container(reply, 'a', "(suu)");
         for (size_t i = 0; r >= 0 && i < s.n_hierarchies; i++) {
                 r = sd_bus_message_open_container(reply, 'r', "suu");
@@ -1184,9 +1191,9 @@ static int property_get_image_backings(sd_bus *bus, const char *path, const char
         _cleanup_(engine_status_done) EngineStatus s = {};
         int r;
 
-        m->ops->update_idle(m);
-        if (engine_status(m->engine, NULL, &s) < 0)
-                return status_error(m, error);
+        r = read_status(m, &s, error);
+        if (r < 0)
+                return r;
         r = sd_bus_message_open_container(reply, 'a', "(ss)");
         for (size_t i = 0; r >= 0 && i < s.journal.images.n; i++) {
                 const Image *img = &s.journal.images.images[i];
