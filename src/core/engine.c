@@ -1017,7 +1017,7 @@ static int prepare_rollback(Engine *e, Journal *j, const EngineOptions *o, Engin
         r = generation_from_images(j->generation, 0, no_modes, false, &j->images, ret_current);
         if (r < 0)
                 return r;
-        log_info("Rolling back from generation %" PRIu64 " to the images of generation %" PRIu64 ".", j->generation,
+        log_debug("Rolling back from generation %" PRIu64 " to the images of generation %" PRIu64 ".", j->generation,
                  target->generation);
         *ret_target = target;
         return 0;
