@@ -605,7 +605,7 @@ int engine_list(Engine *e, const EngineOptions *o, ImageList *ret) {
                 if (r < 0)
                         return r;
                 if (j.pins.n > 0) {
-                        r = pins_apply(&l, &j.pins, NULL);
+                        r = pins_apply(&l, &j.pins, o && o->classes ? o->classes & IMAGE_CLASS_ALL : IMAGE_CLASS_ALL, NULL);
                         if (r < 0)
                                 return r;
                 }
@@ -862,7 +862,7 @@ static int gather_images(Engine *e, const EngineOptions *o, Journal *j, const Ge
         } else if (j->pins.n > 0) {
                 _cleanup_strv_free_ char **notes = NULL;
 
-                r = pins_apply(images, &j->pins, &notes);
+                r = pins_apply(images, &j->pins, covered_classes(o), &notes);
                 if (r < 0)
                         return r;
                 if (r > 0)
@@ -1029,31 +1029,31 @@ static int prepare_rollback(Engine *e, Journal *j, const EngineOptions *o, Engin
  * trees are live either way). */
 static void record_history(Engine *e, Journal *j, const EngineOptions *o, const Generation *target, const Generation *current,
                            uint64_t before) {
-        uint64_t now = now_realtime_usec();
+        uint64_t now = now_realtime_usec(), to = target ? target->generation : 0;
+        _cleanup_(pin_list_done) PinList pins = {};
         int modes[_IMAGE_CLASS_MAX];
-        int r;
+        int r = 0;
 
+        /* Before the history changes: target points into it. */
+        if (target)
+                r = pins_for_rollback(current, target, &pins);
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
                 modes[k] = engine_class_mutable(&e->config, o, k);
-        r = journal_record_generation(j, j->generation, now, modes, j->forced, &j->images, e->config.generations);
-        if (r >= 0 && target) {
-                PinList pins = {};
-
-                r = pins_for_rollback(current, target, &pins);
-                if (r >= 0) {
-                        pin_list_done(&j->pins);
-                        j->pins = pins;
-                        for (size_t i = 0; i < pins.n; i++)
-                                log_info("Pinned %s at %s%s (rolled back from %s); later refreshes keep it until a newer version than that appears, or sysextd rollback --unpin.",
-                                         pins.pins[i].name, pins.pins[i].version ? "version " : "none",
-                                         strempty(pins.pins[i].version), pins.pins[i].from_version ?: "none");
-                        journal_confirm_clear(j);
-                        r = journal_set_rollback(j, now, before, target->generation, o->deadline ? "deadline" : "command", NULL);
-                }
-                log_info("Rolled back to the images of generation %" PRIu64 ": generation %" PRIu64 " is live.", target->generation,
-                         j->generation);
+        if (r >= 0)
+                r = journal_record_generation(j, j->generation, now, modes, j->forced, &j->images, e->config.generations);
+        if (r >= 0 && to > 0) {
+                pin_list_done(&j->pins);
+                j->pins = pins;
+                pins = (PinList) {};
+                for (size_t i = 0; i < j->pins.n; i++)
+                        log_info("Pinned %s at %s%s (rolled back from %s); later refreshes keep it until a newer version than that appears, or sysextd rollback --unpin.",
+                                 j->pins.pins[i].name, j->pins.pins[i].version ? "version " : "none",
+                                 strempty(j->pins.pins[i].version), j->pins.pins[i].from_version ?: "none");
+                journal_confirm_clear(j);
+                r = journal_set_rollback(j, now, before, to, o->deadline ? "deadline" : "command", NULL);
+                log_info("Rolled back to the images of generation %" PRIu64 ": generation %" PRIu64 " is live.", to, j->generation);
         }
-        if (r >= 0 && !target && o->confirm_within_usec > 0) {
+        if (r >= 0 && to == 0 && o->confirm_within_usec > 0) {
                 if (j->confirm_generation == 0)
                         j->confirm_target = before;
                 j->confirm_generation = j->generation;
@@ -1238,6 +1238,18 @@ finish:
                 int k = journal_save(e->journal_fd, &j);
                 if (k < 0)
                         log_warning("Failed to record the pins in %s/%s/%s: %s", e->root, JOURNAL_DIR, JOURNAL_STATE, strerror(-k));
+        } else if (r >= 0 && rollback && o->deadline && target) {
+                /* Nothing to do: the live trees are what the deadline goes back to.  The wait
+                 * ends all the same. */
+                int k;
+
+                journal_confirm_clear(&j);
+                k = journal_set_rollback(&j, now_realtime_usec(), j.generation, target->generation, "deadline", NULL);
+                if (k >= 0)
+                        k = journal_save(e->journal_fd, &j);
+                if (k < 0)
+                        log_warning("Failed to record the end of the wait for confirmation in %s/%s/%s: %s", e->root, JOURNAL_DIR,
+                                    JOURNAL_STATE, strerror(-k));
         } else if (r < 0 && rollback && o->deadline && loaded) {
                 /* A deadline's rollback that failed is not tried again and again: the wait
                  * ends, and status says why the rollback did not happen. */

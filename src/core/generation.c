@@ -342,7 +342,7 @@ void generation_keep_picked(ImageList *candidates) {
         candidates->n = k;
 }
 
-int pins_apply(ImageList *candidates, PinList *pins, char ***ret_notes) {
+int pins_apply(ImageList *candidates, PinList *pins, unsigned classes, char ***ret_notes) {
         _cleanup_strv_free_ char **notes = NULL;
         _cleanup_free_ bool *keep = calloc(candidates->n + 1, sizeof(bool));
         int dropped = 0;
@@ -357,6 +357,10 @@ int pins_apply(ImageList *candidates, PinList *pins, char ***ret_notes) {
                 char *note = NULL;
                 int r = 0;
 
+                if (!(classes & (1u << p->klass))) {
+                        i++;
+                        continue; /* not looked for: nothing to decide */
+                }
                 for (size_t c = 0; c < candidates->n; c++) {
                         const Image *img = &candidates->images[c];
 

@@ -98,11 +98,12 @@ PinDecision pin_decide(const Pin *p, const char *newest);
 /* The pin of an image, or NULL. */
 const Pin *pin_find(const PinList *l, ImageClass klass, const char *name);
 
-/* Reduces candidates (every version) to one image per name: the pinned version of a pinned
- * image (none when its pin keeps it out), the picked entry of every other.  Pins released
- * (pin_decide()) or whose version has gone are dropped from pins, each with a line in
- * *ret_notes.  Returns how many were dropped. */
-int pins_apply(ImageList *candidates, PinList *pins, char ***ret_notes);
+/* Reduces candidates (every version of the classes in the mask classes, IMAGE_CLASS_* bits) to
+ * one image per name: the pinned version of a pinned image (none when its pin keeps it out),
+ * the picked entry of every other.  Pins of those classes released (pin_decide()) or whose
+ * version has gone are dropped from pins, each with a line in *ret_notes (may be NULL); pins of
+ * other classes are left alone.  Returns how many were dropped. */
+int pins_apply(ImageList *candidates, PinList *pins, unsigned classes, char ***ret_notes);
 
 /* Reduces candidates to the entries a plain discovery picks. */
 void generation_keep_picked(ImageList *candidates);

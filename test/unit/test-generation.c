@@ -206,7 +206,7 @@ static void test_pins(void) {
         add_image(&cand, "app", "3", true, 1);
         add_image(&cand, "base", NULL, true, 2);
         add_image(&cand, "tool", "1", true, 3);
-        CHECK(pins_apply(&cand, &pins, &notes) == 0);
+        CHECK(pins_apply(&cand, &pins, IMAGE_CLASS_ALL, &notes) == 0);
         CHECK(notes == NULL);
         CHECK(cand.n == 2 && find_version(&cand, "app", "2") && find_version(&cand, "base", NULL));
         CHECK(pins.n == 2);
@@ -218,7 +218,7 @@ static void test_pins(void) {
         add_image(&cand, "app", "4", true, 11);
         add_image(&cand, "base", NULL, true, 2);
         add_image(&cand, "tool", "1", true, 3);
-        CHECK(pins_apply(&cand, &pins, &notes) == 1);
+        CHECK(pins_apply(&cand, &pins, IMAGE_CLASS_ALL, &notes) == 1);
         CHECK(notes && notes[0] && strstr(notes[0], "Unpinned app: version 4 is newer than 3"));
         CHECK(cand.n == 2 && find_version(&cand, "app", "4") && find_version(&cand, "base", NULL));
         CHECK(pins.n == 1 && pin_find(&pins, IMAGE_CLASS_SYSEXT, "tool"));
@@ -229,7 +229,7 @@ static void test_pins(void) {
         /* tool 2 appears: released too. */
         add_image(&cand, "tool", "1", false, 3);
         add_image(&cand, "tool", "2", true, 12);
-        CHECK(pins_apply(&cand, &pins, &notes) == 1);
+        CHECK(pins_apply(&cand, &pins, IMAGE_CLASS_ALL, &notes) == 1);
         CHECK(cand.n == 1 && find_version(&cand, "tool", "2"));
         CHECK(pins.n == 0);
 }
@@ -243,9 +243,24 @@ static void test_pinned_version_gone(void) {
                                .from_version = strdup("3"), .generation = 4 };
         add_image(&cand, "app", "1", false, 1);
         add_image(&cand, "app", "3", true, 3);
-        CHECK(pins_apply(&cand, &pins, &notes) == 1);
+        CHECK(pins_apply(&cand, &pins, IMAGE_CLASS_ALL, &notes) == 1);
         CHECK(notes && strstr(notes[0], "pinned version 2 is gone"));
         CHECK(cand.n == 1 && find_version(&cand, "app", "3"));
+}
+
+static void test_pins_other_class(void) {
+        _cleanup_image_list_ ImageList cand = {};
+        _cleanup_(pin_list_done) PinList pins = { .pins = calloc(1, sizeof(Pin)), .n = 1 };
+
+        /* A refresh of system extensions only decides nothing about a configuration extension's pin. */
+        pins.pins[0] = (Pin) { .klass = IMAGE_CLASS_CONFEXT, .name = strdup("conf"), .version = strdup("1"),
+                               .from_version = strdup("2"), .generation = 4 };
+        add_image(&cand, "app", "3", true, 3);
+        CHECK(pins_apply(&cand, &pins, 1u << IMAGE_CLASS_SYSEXT, NULL) == 0);
+        CHECK(pins.n == 1 && cand.n == 1);
+        /* Covering both: its version is gone, the pin goes. */
+        CHECK(pins_apply(&cand, &pins, IMAGE_CLASS_ALL, NULL) == 1);
+        CHECK(pins.n == 0);
 }
 
 static void test_find_push(void) {
@@ -355,6 +370,7 @@ int main(void) {
         test_discover_select();
         test_pins();
         test_pinned_version_gone();
+        test_pins_other_class();
         test_find_push();
         test_journal();
         return tap_finish();
