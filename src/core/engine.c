@@ -8,15 +8,22 @@
  *      delayed transition is committed first (a new transition never waits beneath one
  *      that is still delayed: at most two trees of ours per hierarchy)
  *   4. merge, refresh: the mutable set-up of each hierarchy (mutable.c), then discover and
- *      probe the images of every class the call covers (sysext, confext)
+ *      probe the images of every class the call covers (sysext, confext); with pins
+ *      (generation.h) every version of a version directory is discovered and the pins choose
+ *      among them.  A rollback is a refresh of every class whose images are exactly those of
+ *      an earlier generation (generation_select(); one gone or changed: refused here)
  *   5. plan (plan.c, pure): per hierarchy build, base, detach or keep, or refuse; create the
  *      hierarchies the plan builds that do not exist
  *   6. execute (execute.c): stage, begin, swap (swap.c), commit
  *   7. unlock; for the running system, what images that ship units ask of the service
  *      manager (units.c, decided in 6 before the journal changes)
- * Besides transitions: commit (a delayed transition, recover.c and delay.c; with nothing
- * delayed and a pid, that one namespace brought up to date, namespaces.h), follow, status and
- * the namespaces that missed a swap (namespaces.c, a look through /proc without the lock).
+ * After 6, a transition that changed the trees records its generation in the history of the
+ * journal (the last Generations=), a rollback its pins and the end of a wait for confirmation,
+ * a refresh with --confirm-within= the deadline (saved once more: a failure to save loses
+ * history, never trees).
+ * Besides transitions: confirm (the deadline goes), commit (a delayed transition, recover.c
+ * and delay.c; with nothing delayed and a pid, that one namespace brought up to date,
+ * namespaces.h), follow, status and the namespaces that missed a swap (namespaces.c, a look through /proc without the lock).
  * A failure in 1-5 leaves the live tree exactly as it was (a hierarchy created in 5 stays,
  * empty, as systemd-sysext leaves it); for 6 see execute.c.
  */

@@ -12,7 +12,9 @@
  * directory (NAME.v, systemd.v(7)) gives one entry, picked by its name alone; that entry is
  * then judged as an entry of a search directory is (a symlink that leads nowhere inside the
  * root, or to no image, makes the image refused, naming NAME.v/ENTRY) and never replaced by
- * an older version.  Probing then, per image:
+ * an older version.  With every version asked for (image_discover_ex(), for a rollback or a pin,
+ * generation.h), the other entries for this machine that open as images of the right type are
+ * listed too, each with its version, marked as not picked.  Probing then, per image:
  *   directory: a detached bind of it (open_tree on the resolved fd), its extension-release;
  *   raw file:  reopened for reading only once it is known to be a regular file; the file
  *              system recognised with libblkid (by content, never by suffix), its size
