@@ -432,6 +432,17 @@ static void job_finish(Job *j) {
 
                         (void) json_get_u64(doc, "generation", &generation);
                         unit_jobs_take(m, json_get_array(doc, "unit_jobs"), generation);
+                        /* The confirmation deadline's rollback has nobody to answer: its outcome
+                         * goes to the log (status shows it too). */
+                        if (j->verb == ENGINE_ROLLBACK && j->options.deadline && n_requests == 0) {
+                                json_object *e = NULL;
+                                const char *why = json_object_object_get_ex(doc, "error", &e) && e ? json_object_get_string(e) : "";
+
+                                if (doc_succeeded(doc))
+                                        log_info("The deadline's rollback is done: generation %" PRIu64 " is live.", generation);
+                                else
+                                        log_error("The deadline's rollback failed: %s", isempty(why) ? "see status" : why);
+                        }
                 }
                 m->queue = j->next;
                 job_free(j);
