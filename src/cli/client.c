@@ -583,12 +583,12 @@ static int namespaces(sd_bus *bus, const OutputOptions *out) {
 }
 
 static int status(sd_bus *bus, const EngineOptions *opts, const OutputOptions *out) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *stacks = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *stacks = NULL, *backings = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(engine_status_done) EngineStatus s = {};
         _cleanup_free_ char *proof = NULL;
         _cleanup_json_ json_object *o = NULL;
-        const char *path, *name, *verdict, *reason, *verity;
+        const char *path, *name, *verdict, *reason, *verity, *backing;
         uint32_t n_trees, n_buried;
         int merged, foreign, is_signed, r;
         uint64_t since;
@@ -701,6 +701,17 @@ static int status(sd_bus *bus, const EngineOptions *opts, const OutputOptions *o
                                         s.hierarchies[i].n_ours = n_trees;
                                         s.hierarchies[i].n_buried = n_buried;
                                 }
+
+        sd_bus_error_free(&error);
+        if (sd_bus_get_property(bus, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "ImageBackings", &error,
+                                &backings, "a(ss)") >= 0 &&
+            sd_bus_message_enter_container(backings, 'a', "(ss)") >= 0)
+                while (sd_bus_message_read(backings, "(ss)", &name, &backing) > 0)
+                        for (size_t i = 0; i < s.journal.images.n; i++)
+                                if (s.journal.images.images[i].verdict == IMAGE_COMPATIBLE &&
+                                    streq(s.journal.images.images[i].name, name))
+                                        s.journal.images.images[i].backing =
+                                                or_default(image_backing_from_string(backing), IMAGE_BACKING_NONE);
 
         r = list_followed(bus, &s.followers);
         if (r < 0)

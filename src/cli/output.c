@@ -101,6 +101,8 @@ json_object *output_status_json(const EngineStatus *s) {
                 if (m->verdict == IMAGE_COMPATIBLE) {
                         json_object_object_add(e, "verity", json_object_new_string(verity_mode_to_string(m->verity)));
                         json_object_object_add(e, "signed", json_object_new_boolean(m->signed_valid));
+                        if (m->backing != IMAGE_BACKING_NONE)
+                                json_object_object_add(e, "backing", json_object_new_string(image_backing_to_string(m->backing)));
                         json_object_array_add(im, e);
                 } else {
                         json_object_object_add(e, "status", json_object_new_string(image_verdict_to_string(m->verdict)));
@@ -426,6 +428,19 @@ static void output_status_text(json_object *status, bool legend) {
                                 for (size_t k = 0; k < json_object_array_length(p); k++)
                                         printf("  %s\n", json_object_get_string(json_object_array_get_idx(p, k)));
                 }
+        if (json_object_object_get_ex(status, "images", &sk)) {
+                unsigned files = 0, loops = 0;
+
+                /* What the live layers are mounted from (sysextd(8), IMAGES WITHOUT LOOP DEVICES). */
+                for (size_t i = 0; i < json_object_array_length(sk); i++) {
+                        const char *b = get_str(json_object_array_get_idx(sk, i), "backing");
+
+                        files += streq_ptr(b, "file");
+                        loops += streq_ptr(b, "loop");
+                }
+                if (files + loops > 0)
+                        printf("Images: %u mounted from their files, %u through loop devices\n", files, loops);
+        }
         if (json_object_object_get_ex(status, "images", &sk))
                 for (size_t i = 0; i < json_object_array_length(sk); i++) {
                         json_object *o = json_object_array_get_idx(sk, i);

@@ -17,6 +17,13 @@
  * ("gpt") when partitions is set.  *ret_type is NULL when nothing is recognised. */
 int disk_probe_type(int fd, uint64_t offset, uint64_t size, bool partitions, char **ret_type);
 
+/* "erofs" when buf (the first DISK_FAST_PROBE_SIZE bytes, len of them) holds an erofs
+ * superblock and no signature that could make it something else (a partition table,
+ * squashfs, xfs, ext2/3/4, ISO 9660, btrfs), else NULL: then libblkid decides.  Lets
+ * disk_probe_type() tell the common image from one read. */
+#define DISK_FAST_PROBE_SIZE (65600 + 8)
+const char *disk_fast_type(const uint8_t *buf, size_t len);
+
 typedef struct Partition {
         bool found;
         uint64_t offset, size; /* bytes */

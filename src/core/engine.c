@@ -44,6 +44,7 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "follow.h"
+#include "history.h"
 #include "inspect.h"
 #include "kernel.h"
 #include "log.h"
@@ -286,6 +287,7 @@ static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t
         ctx.committed_delayed = &committed;
         r = recover_run(&ctx, j, *states, *n, ret_changed);
         if (r >= 0 && committed > 0) {
+                history_log(HISTORY_COMMIT, committed, e->root, &j->images, false);
                 if (how == DELAY_COMMIT_FIRST)
                         log_info("Committed the delayed transition of generation %" PRIu64 " first.", committed);
                 else if (how == DELAY_COMMIT_NOW)
@@ -1085,7 +1087,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         _cleanup_(generation_done) Generation current = {};
         const Generation *target = NULL;
         EngineOptions ro;
-        bool rollback = verb == ENGINE_ROLLBACK, loaded = false, pins_changed = false;
+        bool rollback = verb == ENGINE_ROLLBACK, rolling_back = false, loaded = false, pins_changed = false;
         uint64_t before = 0;
         _cleanup_(plan_done) Plan plan = {};
         _cleanup_free_ PlanHierarchy *views = NULL;
@@ -1126,6 +1128,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 }
                 if (o->unpin)
                         pins_changed = true;
+                rolling_back = target != NULL;
                 o = &ro;
         }
 
@@ -1276,6 +1279,13 @@ finish:
         if (r < 0)
                 e->result.delayed = false;
         e->result.generation = j.generation;
+        /* A delayed transition counts too: its trees are in place beneath the old ones. */
+        if (r >= 0 && (changed || e->result.delayed))
+                history_log(rolling_back             ? HISTORY_ROLLBACK
+                            : verb == ENGINE_MERGE   ? HISTORY_MERGE
+                            : verb == ENGINE_REFRESH ? HISTORY_REFRESH
+                                                     : HISTORY_UNMERGE,
+                            j.generation, e->root, &j.images, e->result.delayed);
         if (r >= 0)
                 update_followers(e, &j);
         hierarchy_states_free(states, n);

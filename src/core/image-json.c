@@ -24,6 +24,7 @@ typedef enum FieldType {
         FIELD_CLASS,    /* ImageClass as its name */
         FIELD_STRV,     /* char **, NULL as [] */
         FIELD_ROOTHASH, /* char *, lowercase hex as verity_normalize_roothash() leaves it, or null */
+        FIELD_BACKING,  /* ImageBacking as its name */
 } FieldType;
 
 #define P IMAGE_JSON_PUBLIC
@@ -55,6 +56,7 @@ static const struct {
         /* NAME.v's entries: their version (null for other images); newer than the journal. */
         { "version", FIELD_STRING, offsetof(Image, version), sizeof(((Image *) 0)->version), P | J | W, true, true, 0 },
         F("fstype", FIELD_STRING, fstype, J | W, true),
+        O("backing", FIELD_BACKING, backing, J | W),
         F("hierarchies", FIELD_UNSIGNED, hierarchies, J | W, false),
         F("usr_partition", FIELD_BOOL, usr_partition, J | W, false),
         F("dev", FIELD_UNSIGNED, st.st_dev, J | W, false),
@@ -181,6 +183,9 @@ json_object *image_to_json(const Image *img, ImageJsonSet set) {
                 case FIELD_CLASS:
                         v = json_object_new_string(image_class_to_string(*(const ImageClass *) p));
                         break;
+                case FIELD_BACKING:
+                        v = json_object_new_string(image_backing_to_string(*(const ImageBacking *) p));
+                        break;
                 case FIELD_STRV:
                         v = json_new_strv(*(char **const *) p);
                         break;
@@ -248,7 +253,8 @@ int image_from_json(json_object *o, ImageJsonSet set, Image *ret) {
                 case FIELD_CLASS:
                 case FIELD_KIND:
                 case FIELD_VERDICT:
-                case FIELD_VERITY: {
+                case FIELD_VERITY:
+                case FIELD_BACKING: {
                         int v;
 
                         r = json_get_string(o, fields[i].key, 64, &s);
@@ -257,6 +263,7 @@ int image_from_json(json_object *o, ImageJsonSet set, Image *ret) {
                         v = fields[i].type == FIELD_KIND      ? image_kind_from_string(s)
                             : fields[i].type == FIELD_VERDICT ? image_verdict_from_string(s)
                             : fields[i].type == FIELD_CLASS   ? image_class_from_string(s)
+                            : fields[i].type == FIELD_BACKING ? image_backing_from_string(s)
                                                               : verity_mode_from_string(s);
                         if (v < 0)
                                 r = -EBADMSG;

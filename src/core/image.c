@@ -17,12 +17,16 @@
  * listed too, each with its version, marked as not picked.  Probing then, per image:
  *   directory: a detached bind of it (open_tree on the resolved fd), its extension-release;
  *   raw file:  reopened for reading only once it is known to be a regular file; the file
- *              system recognised with libblkid (by content, never by suffix), its size
- *              checked against the file's, a loop device attached, the file system mounted
- *              detached and verified (loopdev.c), then the release file read through the
- *              mount fd.
- * A probed raw image holds a loop device and a detached mount; both go away when the image
- * is released unless the mount was cloned into a tree first (then the tree keeps them).
+ *              system recognised by content, never by suffix (an erofs superblock with no
+ *              other signature from one read, disk_fast_type(); anything else by libblkid),
+ *              its size checked against the file's; a plain erofs image (no verity) mounted
+ *              detached straight from the open file where the kernel can (file-backed
+ *              erofs), otherwise a loop device attached and the file system mounted
+ *              detached from it and verified (loopdev.c); then the release file read
+ *              through the mount fd.
+ * A probed raw image holds a detached mount (and its loop device, if it needed one); they go
+ * away when the image is released unless the mount was cloned into a tree first (then the
+ * tree keeps them).
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -60,6 +64,21 @@ const char *image_verdict_to_string(ImageVerdict v) {
 
 int image_verdict_from_string(const char *s) {
         return string_table_find(verdict_table, _IMAGE_VERDICT_MAX, s);
+}
+
+static const char *const backing_table[_IMAGE_BACKING_MAX] = {
+        [IMAGE_BACKING_NONE] = "none",
+        [IMAGE_BACKING_DIRECTORY] = "directory",
+        [IMAGE_BACKING_LOOP] = "loop",
+        [IMAGE_BACKING_FILE] = "file",
+};
+
+const char *image_backing_to_string(ImageBacking b) {
+        return b >= 0 && b < _IMAGE_BACKING_MAX ? backing_table[b] : "none";
+}
+
+int image_backing_from_string(const char *s) {
+        return string_table_find(backing_table, _IMAGE_BACKING_MAX, s);
 }
 
 static const char *const policy_table[_IMAGE_POLICY_MAX] = {
@@ -269,9 +288,11 @@ static int image_directory_stamp(int dir_fd, uint64_t *ret) {
 
 /* The verity sidecars of a raw image are part of its identity: a new signature, a removed
  * hash tree or a replaced root hash change the verdict. */
-static uint64_t sidecar_stamp(int root_fd, const char *dir, const char *name) {
+static uint64_t sidecar_stamp(int root_fd, const char *dir, const char *name, unsigned *ret_found) {
         static const char *const suffixes[] = { ".roothash", ".verity", ".roothash.p7s" };
         uint64_t stamp = STAMP_INIT;
+
+        *ret_found = 0;
 
         for (size_t i = 0; i < ELEMENTSOF(suffixes); i++) {
                 _cleanup_free_ char *p = NULL;
@@ -281,9 +302,10 @@ static uint64_t sidecar_stamp(int root_fd, const char *dir, const char *name) {
                 if (asprintf(&p, "%s/%s%s", dir, name, suffixes[i]) < 0)
                         p = NULL;
                 fd = p ? openat_resolve(root_fd, p, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) : -ENOMEM;
-                if (fd >= 0 && fstat(fd, &st) == 0)
+                if (fd >= 0 && fstat(fd, &st) == 0) {
                         stamp_add_stat(&stamp, &st);
-                else
+                        *ret_found |= 1u << i;
+                } else
                         stamp_add_u64(&stamp, 0);
         }
         return stamp;
@@ -721,6 +743,7 @@ static int versioned_name(const char *entry, ImageClass klass, char **ret_name, 
  * the root hash NAME.roothash gives; of a directory, the stamp over its entries. */
 static int discover_fill(int root_fd, int fd, Image *img) {
         _cleanup_free_ char *sdir = NULL, *base = NULL;
+        unsigned found;
         int r;
 
         if (img->kind == IMAGE_DIRECTORY) {
@@ -728,13 +751,17 @@ static int discover_fill(int root_fd, int fd, Image *img) {
                         img->stamp = 0; /* unreadable: the probe says why */
                 return 0;
         }
+
         /* Sidecars sit beside the file (in the .v directory for a picked one), named after it. */
         r = sidecar_base(img->rel, &sdir, &base);
         if (r < 0)
                 return r;
-        img->stamp = sidecar_stamp(root_fd, sdir, base);
+        img->stamp = sidecar_stamp(root_fd, sdir, base, &found);
         /* What a refresh compares before anything is opened (plan_image_same()); the probe
-         * reads it again. */
+         * reads it again.  Without a hash tree or a signature beside it there is nothing to
+         * peek at (the common image: no more lookups). */
+        if (!(found & ((1u << 1) | (1u << 2))))
+                return 0;
         return verity_peek_sidecars(root_fd, sdir, base, &img->roothash, &img->signature_sidecar);
 }
 
@@ -1020,9 +1047,26 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
         if (r < 0)
                 return refuse(img, IMAGE_REFUSED, "%s", msg ?: "cannot read the superblock");
 
+        /* A plain erofs image without verity is mounted from its file where the kernel can:
+         * no loop device to attach, find and verify.  -ENOTBLK is the kernel saying it cannot
+         * (no file-backed erofs, or a file on tmpfs or overlayfs): a loop device then. */
+        if (img->kind == IMAGE_EROFS && !v.roothash) {
+                r = file_mount(fd, img->fstype, ctx->mount_attrs[img->klass], &img->root_fd, &msg);
+                if (r >= 0) {
+                        img->backing = IMAGE_BACKING_FILE;
+                        return 0;
+                }
+                if (r != -ENOTBLK)
+                        return refuse(img, IMAGE_REFUSED, "cannot mount %s file system: %s%s%s", img->fstype, strerror(-r),
+                                      msg ? ": " : "", msg ?: "");
+                free(msg);
+                msg = NULL;
+        }
+
         r = loopdev_attach(fd, offset, size, &img->loop);
         if (r < 0)
                 return refuse(img, IMAGE_REFUSED, "cannot attach a loop device: %s", strerror(-r));
+        img->backing = IMAGE_BACKING_LOOP;
 
         if (v.roothash) {
                 img->verity = ctx->use_dm ? VERITY_DM : VERITY_USERSPACE;
@@ -1086,6 +1130,7 @@ static int probe_directory(Image *img, const ProbeContext *ctx) {
         img->root_fd = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
         if (img->root_fd < 0)
                 return refuse(img, IMAGE_REFUSED, "cannot open directory: %m");
+        img->backing = IMAGE_BACKING_DIRECTORY;
         return 0;
 }
 

@@ -28,6 +28,21 @@ typedef enum ImageVerdict {
 /* Longest image name, as for a file name. */
 #define IMAGE_NAME_MAX 255
 
+/* What an image's mount is made from.  An erofs image is mounted straight from its file where
+ * the kernel can (file-backed erofs, Linux 6.12+, and a file system that serves page-cache
+ * reads: not tmpfs or overlayfs): no loop device.  Everything else that is a file goes
+ * through a loop device (dm-verity needs a block device). */
+typedef enum ImageBacking {
+        IMAGE_BACKING_NONE,      /* not mounted (yet), or recorded before this was kept */
+        IMAGE_BACKING_DIRECTORY, /* a bind of the directory */
+        IMAGE_BACKING_LOOP,      /* a loop device over the file */
+        IMAGE_BACKING_FILE,      /* the file itself (erofs) */
+        _IMAGE_BACKING_MAX,
+} ImageBacking;
+
+const char *image_backing_to_string(ImageBacking b);
+int image_backing_from_string(const char *s);
+
 typedef struct Image {
         ImageClass klass;
         char *name;     /* "foo" for foo.raw or the directory foo */
@@ -46,7 +61,8 @@ typedef struct Image {
                                  * because it is broken: a refresh takes it out of the tree */
 
         int root_fd;        /* directory fd, or fd of the root of the detached image mount */
-        LoopDevice *loop;   /* for raw images */
+        LoopDevice *loop;   /* for raw images mounted through a loop device */
+        ImageBacking backing; /* what the mount is made from; kept in the journal */
         unsigned hierarchies; /* bit mask of hierarchies the image has content for */
 
         char *fstype;       /* file system mounted (for a disk image: of its partition) */

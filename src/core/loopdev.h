@@ -36,6 +36,10 @@ int loopdev_mount(LoopDevice *d, const char *fstype, unsigned attr_flags, int *r
 int device_mount(int dev_fd, dev_t devnum, uint64_t diskseq, long hook_arg, const char *fstype, unsigned attr_flags,
                  int *ret_mount_fd, char **ret_message);
 
+/* Mounts an erofs image straight from its file (Linux 6.12+) as a detached, read-only mount:
+ * no loop device.  -ENOTBLK (and no message) when the kernel cannot: it has no file-backed
+ * erofs, or the file's file system does not serve page-cache reads (tmpfs, overlayfs). */
+int file_mount(int file_fd, const char *fstype, unsigned attr_flags, int *ret_mount_fd, char **ret_message);
 
 /* Reads the fs context's error messages ("e overlay: ..." lines) into one string. */
 char *fs_context_message(int fs_fd);

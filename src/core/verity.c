@@ -23,17 +23,11 @@
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <linux/openat2.h>
-#include <libcryptsetup.h>
-#include <openssl/bio.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/pkcs7.h>
-#include <openssl/x509.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dlopen-crypto.h"
 #include "fd-util.h"
 #include "json-util.h"
 #include "fileio.h"
@@ -196,6 +190,10 @@ int verity_parse_signature_json(const char *json, char **ret_roothash, uint8_t *
         size_t len;
         int n, r;
 
+        _cleanup_free_ char *why = NULL;
+
+        if (dlopen_libcrypto(&why) < 0)
+                return set_message(ret_reason, -EBADMSG, "cannot read the signature partition: %s", strna(why));
         if (!o || !json_object_object_get_ex(o, "rootHash", &h) || !json_object_object_get_ex(o, "signature", &s) ||
             !json_object_is_type(h, json_type_string) || !json_object_is_type(s, json_type_string))
                 return set_message(ret_reason, -EBADMSG,
@@ -204,7 +202,7 @@ int verity_parse_signature_json(const char *json, char **ret_roothash, uint8_t *
         b64 = json_object_get_string(s);
         len = strlen(b64);
         sig = malloc(len / 4 * 3 + 3);
-        n = sig && len % 4 == 0 && len < INT_MAX ? EVP_DecodeBlock(sig, (const unsigned char *) b64, (int) len) : -1;
+        n = sig && len % 4 == 0 && len < INT_MAX ? sym_EVP_DecodeBlock(sig, (const unsigned char *) b64, (int) len) : -1;
         if (r == -ENOMEM || !sig)
                 return -ENOMEM;
         if (r < 0)
@@ -224,19 +222,22 @@ int verity_parse_signature_json(const char *json, char **ret_roothash, uint8_t *
 
 static void x509_stack_free(STACK_OF(X509) **s) {
         if (*s)
-                sk_X509_pop_free(*s, X509_free);
+                sym_OPENSSL_sk_pop_free((OPENSSL_STACK *) *s, (OPENSSL_sk_freefunc) sym_X509_free);
 }
 
 static void bio_freep(BIO **b) {
-        BIO_free(*b);
+        if (*b)
+                sym_BIO_free(*b);
 }
 
 static void pkcs7_freep(PKCS7 **p) {
-        PKCS7_free(*p);
+        if (*p)
+                sym_PKCS7_free(*p);
 }
 
 static void x509_store_freep(X509_STORE **s) {
-        X509_STORE_free(*s);
+        if (*s)
+                sym_X509_STORE_free(*s);
 }
 
 /* Reads every PEM certificate of the *.crt and *.pem files in dir (below root_fd). */
@@ -266,25 +267,30 @@ static int load_certificates(int root_fd, const char *dir, STACK_OF(X509) *certs
                         return -ENOMEM;
                 if (read_file_at(root_fd, path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, 1024 * 1024, &pem, &size, NULL) < 0)
                         continue; /* not a readable regular file: not a certificate */
-                bio = BIO_new_mem_buf(pem, (int) size);
+                bio = sym_BIO_new_mem_buf(pem, (int) size);
                 if (!bio)
                         return -ENOMEM;
-                while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)))
-                        if (!sk_X509_push(certs, x))
-                                X509_free(x);
+                while ((x = sym_PEM_read_bio_X509(bio, NULL, NULL, NULL)))
+                        if (sym_OPENSSL_sk_push((OPENSSL_STACK *) certs, x) <= 0)
+                                sym_X509_free(x);
         }
         return 0;
 }
 
 int verity_check_signature(const VeritySource *v, int root_fd, const char *cert_dir, const char *cert_display,
                            char **ret_reason) {
-        __attribute__((cleanup(x509_stack_free))) STACK_OF(X509) *certs = sk_X509_new_null();
+        __attribute__((cleanup(x509_stack_free))) STACK_OF(X509) *certs = NULL;
         __attribute__((cleanup(x509_store_freep))) X509_STORE *store = NULL;
         __attribute__((cleanup(pkcs7_freep))) PKCS7 *p7 = NULL;
         __attribute__((cleanup(bio_freep))) BIO *data_bio = NULL;
         const unsigned char *p;
         int r;
 
+        _cleanup_free_ char *why = NULL;
+
+        if (dlopen_libcrypto(&why) < 0)
+                return set_message(ret_reason, 0, "cannot check the root hash signature: %s", strna(why));
+        certs = (STACK_OF(X509) *) sym_OPENSSL_sk_new_null();
         if (!certs)
                 return -ENOMEM;
         r = load_certificates(root_fd, cert_dir, certs);
@@ -293,36 +299,36 @@ int verity_check_signature(const VeritySource *v, int root_fd, const char *cert_
         if (r < 0)
                 return set_message(ret_reason, 0, "no trusted certificates: cannot open %s: %s", cert_display,
                                    strerror(-r));
-        if (sk_X509_num(certs) == 0)
+        if (sym_OPENSSL_sk_num((const OPENSSL_STACK *) certs) <= 0)
                 return set_message(ret_reason, 0, "no trusted certificates (*.crt, *.pem) in %s", cert_display);
 
         p = v->signature;
-        p7 = d2i_PKCS7(NULL, &p, (long) v->signature_size);
+        p7 = sym_d2i_PKCS7(NULL, &p, (long) v->signature_size);
         if (!p7)
                 return set_message(ret_reason, 0, "the signature is not a DER PKCS#7 structure");
 
-        store = X509_STORE_new();
-        data_bio = BIO_new_mem_buf(v->roothash, (int) strlen(v->roothash));
+        store = sym_X509_STORE_new();
+        data_bio = sym_BIO_new_mem_buf(v->roothash, (int) strlen(v->roothash));
         if (!store || !data_bio)
                 return -ENOMEM;
         /* NOINTERN: the signer must be one of our certificates, not one the signature brings;
          * NOVERIFY: they are trusted as they are (no chain to a CA). */
-        if (PKCS7_verify(p7, certs, store, data_bio, NULL, PKCS7_NOINTERN | PKCS7_NOVERIFY | PKCS7_BINARY) == 1)
+        if (sym_PKCS7_verify(p7, certs, store, data_bio, NULL, PKCS7_NOINTERN | PKCS7_NOVERIFY | PKCS7_BINARY) == 1)
                 return 1;
 
         /* Tell "signed by a stranger" from "signed by us, but not this root hash". */
         {
-                STACK_OF(X509) *signers = PKCS7_get0_signers(p7, certs, PKCS7_NOINTERN);
-                if (signers && sk_X509_num(signers) > 0)
+                STACK_OF(X509) *signers = sym_PKCS7_get0_signers(p7, certs, PKCS7_NOINTERN);
+                if (signers && sym_OPENSSL_sk_num((const OPENSSL_STACK *) signers) > 0)
                         set_message(ret_reason, 0,
                                     "the signature is by a trusted certificate in %s but does not match the root hash %s",
                                     cert_display, v->roothash);
                 else
                         set_message(ret_reason, 0, "the root hash signature was not made by a certificate in %s",
                                     cert_display);
-                sk_X509_free(signers);
+                sym_OPENSSL_sk_free((OPENSSL_STACK *) signers);
         }
-        ERR_clear_error();
+        sym_ERR_clear_error();
         return 0;
 }
 
@@ -364,7 +370,8 @@ static void collect_crypt_log(int level, const char *msg, void *userdata) {
 }
 
 static void crypt_freep(struct crypt_device **cd) {
-        crypt_free(*cd);
+        if (*cd)
+                sym_crypt_free(*cd);
 }
 
 static int read_all(int fd) {
@@ -392,8 +399,8 @@ static int read_all(int fd) {
 
 void verity_device_release(VerityDevice *d) {
         /* Deferred: the device goes away when the last mount of it does. */
-        if (d->name)
-                (void) crypt_deactivate_by_name(NULL, d->name, CRYPT_DEACTIVATE_DEFERRED);
+        if (d->name && dlopen_cryptsetup(NULL) >= 0)
+                (void) sym_crypt_deactivate_by_name(NULL, d->name, CRYPT_DEACTIVATE_DEFERRED);
 }
 
 int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char *name_hint, VerityDevice *ret,
@@ -412,6 +419,8 @@ int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char
         int r;
 
         *ret = (VerityDevice) { .fd = -EBADF };
+        if (dlopen_cryptsetup(&said) < 0)
+                return set_message(ret_reason, -EBADMSG, "cannot check verity data: %s", strna(said));
         r = hex_to_bytes(v->roothash, &key, &key_size);
         if (r < 0)
                 return r == -ENOMEM ? r : set_message(ret_reason, -EBADMSG, "invalid root hash");
@@ -431,18 +440,18 @@ int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char
                 params.hash_area_offset = 0;
         }
 
-        r = crypt_init_data_device(&cd, hash, format_proc_fd_path(data_path, data_fd));
+        r = sym_crypt_init_data_device(&cd, hash, format_proc_fd_path(data_path, data_fd));
         if (r < 0)
                 return set_message(ret_reason, -EBADMSG, "cannot open the hash tree %s: %s", v->hash_path, strerror(-r));
-        crypt_set_log_callback(cd, collect_crypt_log, &said);
-        r = crypt_load(cd, CRYPT_VERITY, &params);
+        sym_crypt_set_log_callback(cd, collect_crypt_log, &said);
+        r = sym_crypt_load(cd, CRYPT_VERITY, &params);
         if (r < 0)
                 return set_message(ret_reason, -EBADMSG, "no valid verity superblock in %s (from %s): %s", v->hash_path,
                                   v->origin, said ?: strerror(-r));
 
         if (mode == VERITY_USERSPACE) {
                 /* Reads every data block and every hash block and checks them up to the root. */
-                r = crypt_activate_by_volume_key(cd, NULL, key, key_size, 0);
+                r = sym_crypt_activate_by_volume_key(cd, NULL, key, key_size, 0);
                 if (r < 0)
                         return set_message(ret_reason, -EBADMSG,
                                           "verity check failed: the data or the hash tree does not match the root hash (%s)",
@@ -464,10 +473,10 @@ int verity_setup(const VeritySource *v, int data_fd, VerityMode mode, const char
          * has checked it in user space already, so a keyring without it is no failure. */
         r = -ENOKEY;
         if (v->signature)
-                r = crypt_activate_by_signed_key(cd, name, key, key_size, (const char *) v->signature,
+                r = sym_crypt_activate_by_signed_key(cd, name, key, key_size, (const char *) v->signature,
                                                  v->signature_size, CRYPT_ACTIVATE_READONLY);
         if (r < 0)
-                r = crypt_activate_by_volume_key(cd, name, key, key_size, CRYPT_ACTIVATE_READONLY);
+                r = sym_crypt_activate_by_volume_key(cd, name, key, key_size, CRYPT_ACTIVATE_READONLY);
         if (r < 0)
                 return set_message(ret_reason, -EBADMSG, "cannot open a dm-verity device: %s", said ?: strerror(-r));
 
@@ -519,10 +528,12 @@ int verity_remove_stale_devices(void) {
         while ((de = readdir(d))) {
                 if (!startswith(de->d_name, "sysextd-"))
                         continue;
+                if (dlopen_cryptsetup(NULL) < 0)
+                        break;
                 /* Deferred: a device in use (a merged image, or one a running transition is
                  * checking) only gets marked and goes with its last user; an unused one goes
                  * now. */
-                if (crypt_deactivate_by_name(NULL, de->d_name, CRYPT_DEACTIVATE_DEFERRED) >= 0)
+                if (sym_crypt_deactivate_by_name(NULL, de->d_name, CRYPT_DEACTIVATE_DEFERRED) >= 0)
                         n++;
         }
         return n;

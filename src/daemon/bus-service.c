@@ -1336,6 +1336,36 @@ static int property_get_stacks(sd_bus *bus, const char *path, const char *interf
         return r;
 }
 
+/* Per merged image, what its mount is made from: "file" (erofs from its file), "loop" or
+ * "directory".  Newer than GetStatus, whose signature stays. */
+static int property_get_image_backings(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                       sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_(engine_status_done) EngineStatus s = {};
+        int r;
+
+        m->ops->update_idle(m);
+        if (engine_status(m->engine, NULL, &s) < 0)
+                return status_error(m, error);
+        r = sd_bus_message_open_container(reply, 'a', "(ss)");
+        for (size_t i = 0; r >= 0 && i < s.journal.images.n; i++) {
+                const Image *img = &s.journal.images.images[i];
+
+                if (img->verdict != IMAGE_COMPATIBLE)
+                        continue;
+                r = sd_bus_message_open_container(reply, 'r', "ss");
+                if (r >= 0)
+                        r = append_string(reply, img->name);
+                if (r >= 0)
+                        r = append_string(reply, image_backing_to_string(img->backing));
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r;
+}
+
 static int property_get_unit_jobs(sd_bus *bus, const char *path, const char *interface, const char *property,
                                   sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         return bus_append_unit_jobs(reply, userdata);
@@ -1353,6 +1383,7 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_PROPERTY("ImagePolicy", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("OwnershipProof", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Stacks", "a(suu)", property_get_stacks, 0, 0),
+        SD_BUS_PROPERTY("ImageBackings", "a(ss)", property_get_image_backings, 0, 0),
         SD_BUS_PROPERTY("UnitJobs", "a" SYSEXTD_UNIT_JOB_STRUCT, property_get_unit_jobs, 0,
                         SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_METHOD_WITH_ARGS("Merge", SD_BUS_ARGS("a{sv}", options),

@@ -139,7 +139,7 @@ check "GetAll returns every documented property"
 run_bctl --json=short call org.sysextd1 /org/sysextd1 org.freedesktop.DBus.Properties GetAll s org.sysextd1.Manager
 assert_ok GetAll
 assert_eq "$(json_q "$OUT" 'sorted(d["data"][0].keys())')" \
-	'["Extensions", "Generation", "Hierarchies", "ImagePolicy", "KernelFeatures", "Merged", "Mode", "OwnershipProof", "Root", "Stacks", "UnitJobs"]' "GetAll keys"
+	'["Extensions", "Generation", "Hierarchies", "ImageBackings", "ImagePolicy", "KernelFeatures", "Merged", "Mode", "OwnershipProof", "Root", "Stacks", "UnitJobs"]' "GetAll keys"
 
 check "ListImages through busctl: both images, typed fields"
 imgs=$(call_json ListImages)
@@ -158,6 +158,11 @@ assert_eq "$(json_q "$OUT" 'd')" '{"generation": 1, "changed": true}' "merge --j
 assert_file_content "$R/usr/share/ext1/hello" "hello from ext1"
 assert_file_content "$R/opt/app/ext2" "ext2 in opt"
 expect_props 1 true '["/usr", "/opt"]' '["ext1", "ext2"]'
+# On the throw-away root's tmpfs the kernel cannot mount erofs from a file: loop devices.
+assert_eq "$(prop_json ImageBackings)" '[["ext1", "loop"], ["ext2", "loop"]]' "ImageBackings after merge"
+run_cli status
+assert_ok "sysextd status"
+assert_contains "$OUT" "Images: 0 mounted from their files, 2 through loop devices" "status through the daemon says how images are mounted"
 status_matches_props
 wait_signal TreeChanged 1
 assert_eq "$(monitor_signals TreeChanged | tail -n1)" '[1,["ext1","ext2"]]' "TreeChanged after merge"

@@ -19,6 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         for (ImageKind k = 0; k < _IMAGE_KIND_MAX; k++)
                 (void) superblock_needed_size(k, data, size, &need);
+        (void) disk_fast_type(data, size);
 
         fd = memfd_create("fuzz-disk", MFD_CLOEXEC);
         if (fd < 0 || write(fd, data, size) != (ssize_t) size)

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "disk.h"
 #include "fd-util.h"
 #include "fileio.h"
 #include "image.h"
@@ -260,7 +261,50 @@ static void test_discover(void) {
         }
 }
 
+/* disk_fast_type(): an erofs superblock alone is erofs; anything that could make the bytes
+ * something else as well leaves the decision to libblkid. */
+static void test_fast_type(void) {
+        static const struct {
+                size_t at;
+                const char *magic;
+                size_t n;
+        } others[] = {
+                { 510, "\x55\xaa", 2 }, { 512, "EFI PART", 8 }, { 0, "hsqs", 4 },        { 0, "XFSB", 4 },
+                { 1080, "\x53\xef", 2 }, { 32769, "CD001", 5 }, { 65600, "_BHRfS_M", 8 },
+        };
+        uint8_t *buf = calloc(1, DISK_FAST_PROBE_SIZE);
+
+        CHECK(buf);
+        if (!buf)
+                return;
+        CHECK(!disk_fast_type(buf, DISK_FAST_PROBE_SIZE)); /* zeros */
+        memcpy(buf + 1024, "\xe2\xe1\xf5\xe0", 4);       /* EROFS_SUPER_MAGIC_V1, little endian */
+        buf[1024 + 12] = 12;                                /* blkszbits: 4096 */
+        CHECK_STREQ(disk_fast_type(buf, DISK_FAST_PROBE_SIZE), "erofs");
+        CHECK(!disk_fast_type(buf, DISK_FAST_PROBE_SIZE - 1)); /* too short to rule the others out */
+        CHECK(!disk_fast_type(buf, 2048));
+        buf[1024 + 12] = 8; /* a block size erofs does not have */
+        CHECK(!disk_fast_type(buf, DISK_FAST_PROBE_SIZE));
+        buf[1024 + 12] = 17;
+        CHECK(!disk_fast_type(buf, DISK_FAST_PROBE_SIZE));
+        buf[1024 + 12] = 9;
+        CHECK_STREQ(disk_fast_type(buf, DISK_FAST_PROBE_SIZE), "erofs");
+        for (size_t i = 0; i < ELEMENTSOF(others); i++) {
+                uint8_t saved[8];
+
+                memcpy(saved, buf + others[i].at, others[i].n);
+                memcpy(buf + others[i].at, others[i].magic, others[i].n);
+                CHECK(!disk_fast_type(buf, DISK_FAST_PROBE_SIZE));
+                memcpy(buf + others[i].at, saved, others[i].n);
+        }
+        CHECK_STREQ(disk_fast_type(buf, DISK_FAST_PROBE_SIZE), "erofs");
+        buf[1024] ^= 1; /* one bit of the magic */
+        CHECK(!disk_fast_type(buf, DISK_FAST_PROBE_SIZE));
+        free(buf);
+}
+
 int main(void) {
+        test_fast_type();
         test_pick();
         test_problem();
         test_discover();

@@ -9,14 +9,15 @@
 #      readers never see the base and never get an error;
 #  (c) /usr/local, a tmpfs mounted by a unit, survives the refreshes and the unmerge in
 #      the host and in both services;
+#      each transition leaves one journal entry with its MESSAGE_ID (merge, refresh);
 #  (e) systemd-sysext in the same guest, on the same images, with the same readers:
 #      both window figures side by side (sysextd's must be 0).
 # Usage (via test/vm/run): live.sh [REFRESHES [SYSEXT_REFRESHES]]
 set -u
 . "$(dirname "$0")/lib.sh"
 
-REFRESHES=${1:-100}
-SYSEXT_REFRESHES=${2:-20}
+REFRESHES=${1:-20}
+SYSEXT_REFRESHES=${2:-10}
 NS=(vmtest-strict vmtest-private)
 ALL=(host "${NS[@]}")
 
@@ -108,6 +109,15 @@ for r in "${ALL[@]}"; do W_SYSEXTD[$r]=$(dump_reader "$r"); done
 expect "refreshes that failed" 0 "$refresh_fail"
 expect "refreshes after which the host saw the wrong version" 0 "$wrong"
 note "$REFRESHES refreshes through the daemon in $t_sysextd ms ($(( t_sysextd / REFRESHES )) ms each)"
+# The update history in journald: one entry per transition, by MESSAGE_ID (sysextd(8), JOURNAL).
+journalctl --sync 2>/dev/null
+expect "journal entries of the merge (MESSAGE_ID of a merge)" 1 \
+	"$(journalctl -b -o cat MESSAGE_ID=616a4a8c1bfe496390e35a295053c91e 2>/dev/null | wc -l)"
+expect "journal entries of the refreshes (MESSAGE_ID of a refresh)" "$REFRESHES" \
+	"$(journalctl -b -o cat MESSAGE_ID=0a89d217eccc4447b65d40cf2c08122d 2>/dev/null | wc -l)"
+expect "the last refresh's SYSEXTD_GENERATION" "$((REFRESHES + 1))" \
+	"$(journalctl -b -n 1 -o verbose MESSAGE_ID=0a89d217eccc4447b65d40cf2c08122d 2>/dev/null |
+		sed -n 's/^ *SYSEXTD_GENERATION=//p')"
 for r in "${ALL[@]}"; do
 	line=${W_SYSEXTD[$r]}
 	note "$r: $line"

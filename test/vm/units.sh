@@ -22,8 +22,8 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-REFRESHES=${1:-50}
-CONFEXT_REFRESHES=${2:-20}
+REFRESHES=${1:-20}
+CONFEXT_REFRESHES=${2:-10}
 CFGDIR=/var/lib/confexts
 CFGPROBE=/etc/vmtest/probe
 

@@ -1,0 +1,17 @@
+#!/bin/bash
+# The sysextd binary does not load libcryptsetup or libcrypto when it starts (they and their
+# dependencies were most of its start-up time): src/core/dlopen-crypto.c loads them when an
+# image needs verity or a signature check.  TAP.
+set -euo pipefail
+bin=$1
+echo "1..2"
+needed=$(readelf -d "$bin" | awk '/\(NEEDED\)/ { gsub(/[][]/, "", $5); print $5 }')
+n=0
+for lib in libcryptsetup libcrypto; do
+	n=$((n + 1))
+	if grep -q "^$lib\.so" <<<"$needed"; then
+		echo "not ok $n - $bin links $lib at start: $(tr '\n' ' ' <<<"$needed")"
+	else
+		echo "ok $n - $lib is not among the libraries loaded at start"
+	fi
+done
