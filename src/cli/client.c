@@ -35,6 +35,10 @@ static int append_options(sd_bus_message *m, const EngineOptions *o) {
                 r = sd_bus_message_append(m, "{sv}", "noexec", "b", o->noexec > 0);
         if (r >= 0 && o->policy >= 0)
                 r = sd_bus_message_append(m, "{sv}", "image-policy", "s", image_policy_to_string(o->policy));
+        if (r >= 0 && o->confirm_within_usec > 0)
+                r = sd_bus_message_append(m, "{sv}", "confirm-within", "t", o->confirm_within_usec / 1000000ULL);
+        if (r >= 0 && o->unpin)
+                r = sd_bus_message_append(m, "{sv}", "unpin", "b", 1);
         if (r >= 0 && o->delay_usec != ENGINE_DELAY_CONFIG)
                 r = sd_bus_message_append(m, "{sv}", "delay", "t",
                                           o->delay_usec == ENGINE_DELAY_DEFAULT ? UINT64_MAX : o->delay_usec / 1000000ULL);
@@ -144,6 +148,132 @@ static int transition(sd_bus *bus, const char *method, const EngineOptions *o, c
         return print_transition_reply(reply, out);
 }
 
+static int or_default(int v, int fallback) {
+        return v < 0 ? fallback : v;
+}
+
+/* Rollback(t generation, a{sv} options). */
+static int rollback(sd_bus *bus, const EngineOptions *o, const OutputOptions *out) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "Rollback");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "t", o->rollback_to);
+        if (r >= 0)
+                r = append_options(m, o);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create the bus message: %m");
+        r = call_send(bus, m, &reply);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        return print_transition_reply(reply, out);
+}
+
+/* GetRollback(): the history, pins and deadline, into j (as the journal has them).  A daemon
+ * that does not know the method has none to tell. */
+static int get_rollback(sd_bus *bus, Journal *j) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const char *reason, *err, *klass, *name, *version, *from, *path;
+        uint64_t generation;
+        int forced, r;
+
+        r = sd_bus_call_method(bus, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "GetRollback", &error, &reply,
+                               NULL);
+        if (r < 0) {
+                if (!sd_bus_error_has_name(&error, SD_BUS_ERROR_UNKNOWN_METHOD))
+                        log_warning("Failed to ask for the generations and pins: %s", error.message ?: strerror(-r));
+                return 0;
+        }
+        r = sd_bus_message_read(reply, SYSEXTD_CONFIRM_STRUCT SYSEXTD_LAST_ROLLBACK_STRUCT, &j->confirm_generation,
+                                &j->confirm_since, &j->confirm_deadline, &j->confirm_target, &j->rollback_when,
+                                &j->rollback_from, &j->rollback_to, &reason, &err);
+        if (r < 0)
+                return log_error_errno(r, "Failed to parse the generations: %m");
+        if (!isempty(reason) && journal_set_rollback(j, j->rollback_when, j->rollback_from, j->rollback_to, reason,
+                                                     isempty(err) ? NULL : err) < 0)
+                return log_oom();
+        r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_PIN_STRUCT);
+        while (r >= 0 && (r = sd_bus_message_read(reply, SYSEXTD_PIN_STRUCT, &klass, &name, &version, &from, &generation)) > 0) {
+                Pin *n = realloc(j->pins.pins, sizeof(Pin) * (j->pins.n + 1));
+
+                if (!n)
+                        return log_oom();
+                j->pins.pins = n;
+                n[j->pins.n] = (Pin) {
+                        .klass = or_default(image_class_from_string(klass), IMAGE_CLASS_SYSEXT),
+                        .name = strdup(name),
+                        .version = isempty(version) ? NULL : strdup(version),
+                        .from_version = isempty(from) ? NULL : strdup(from),
+                        .generation = generation,
+                };
+                if (!n[j->pins.n++].name)
+                        return log_oom();
+        }
+        if (r >= 0)
+                r = sd_bus_message_exit_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_GENERATION_STRUCT);
+        while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'r', "ttba(ssss)")) > 0) {
+                Generation g = {};
+
+                r = sd_bus_message_read(reply, "ttb", &g.generation, &g.when, &forced);
+                g.forced = forced;
+                if (r >= 0)
+                        r = sd_bus_message_enter_container(reply, 'a', "(ssss)");
+                while (r >= 0 && (r = sd_bus_message_read(reply, "(ssss)", &klass, &name, &version, &path)) > 0) {
+                        Image *n = realloc(g.images.images, sizeof(Image) * (g.images.n + 1));
+
+                        if (!n) {
+                                generation_done(&g);
+                                return log_oom();
+                        }
+                        g.images.images = n;
+                        n[g.images.n] = (Image) {
+                                .klass = or_default(image_class_from_string(klass), IMAGE_CLASS_SYSEXT),
+                                .name = strdup(name),
+                                .path = strdup(path),
+                                .version = isempty(version) ? NULL : strdup(version),
+                                .verdict = IMAGE_COMPATIBLE,
+                                .root_fd = -EBADF,
+                        };
+                        if (!n[g.images.n++].name || !n[g.images.n - 1].path) {
+                                generation_done(&g);
+                                return log_oom();
+                        }
+                }
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(reply);
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(reply);
+                if (r >= 0)
+                        r = generations_push(&j->generations, &j->n_generations, &g, JOURNAL_GENERATIONS_MAX);
+                generation_done(&g);
+        }
+        if (r >= 0)
+                r = sd_bus_message_exit_container(reply);
+        if (r < 0)
+                return log_error_errno(r, "Failed to parse the generations: %m");
+        return 0;
+}
+
+/* Confirm(a{sv} options). */
+static int confirm(sd_bus *bus, const OutputOptions *out) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "Confirm");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "a{sv}", 0);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create the bus message: %m");
+        r = call_send(bus, m, &reply);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        return print_transition_reply(reply, out);
+}
+
 /* Commit with "pid" or "unit", or "all" when neither is named: as --no-bus, the command
  * without arguments commits everywhere (a process committing its own namespace calls Commit
  * itself, with no option). */
@@ -209,9 +339,6 @@ static int follow(sd_bus *bus, char *const *pids, bool start) {
         return ret;
 }
 
-static int or_default(int v, int fallback) {
-        return v < 0 ? fallback : v;
-}
 
 static int list(sd_bus *bus, const EngineOptions *o, const OutputOptions *out) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
@@ -251,6 +378,12 @@ static int list(sd_bus *bus, const EngineOptions *o, const OutputOptions *out) {
         if (r < 0)
                 return log_error_errno(r, "Failed to parse the reply: %m");
         a = output_list_json(&l);
+        {
+                _cleanup_journal_ Journal history = {};
+
+                if (get_rollback(bus, &history) >= 0)
+                        output_list_pins(a, &history.pins);
+        }
         output_list(a, out);
         return 0;
 }
@@ -586,6 +719,9 @@ static int status(sd_bus *bus, const EngineOptions *opts, const OutputOptions *o
         r = get_delay(bus, &s);
         if (r < 0)
                 return r;
+        r = get_rollback(bus, &s.journal);
+        if (r < 0)
+                return r;
 
         o = output_status_json(&s);
         output_status(o, out);
@@ -623,5 +759,9 @@ int client_run(const char *verb, const char *root, char *const *pids, const Clie
                 return namespaces(bus, out);
         if (streq(verb, "commit"))
                 return commit(bus, c, out);
+        if (streq(verb, "rollback"))
+                return rollback(bus, o, out);
+        if (streq(verb, "confirm"))
+                return confirm(bus, out);
         return status(bus, o, out);
 }

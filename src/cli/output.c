@@ -15,6 +15,8 @@
 #include "util.h"
 
 /* Strings in public JSON are made safe once, here: the JSON and the tables show the same. */
+static const char *get_str(json_object *o, const char *key);
+
 static json_object *safe_string(const char *s) {
         _cleanup_free_ char *buf = NULL;
         return s ? json_object_new_string(string_safe(s, &buf)) : NULL;
@@ -113,8 +115,87 @@ json_object *output_status_json(const EngineStatus *s) {
         json_object_object_add(o, "followed", output_followers_json(&s->followers));
         if (s->delay_deadline > 0)
                 json_object_object_add(o, "delayed", output_delayed_json(s));
+        output_history_json(&s->journal, o);
         make_strings_safe(o);
         return o;
+}
+
+static json_object *pin_json(const Pin *p) {
+        json_object *e = json_object_new_object();
+
+        json_object_object_add(e, "class", json_object_new_string(image_class_to_string(p->klass)));
+        json_object_object_add(e, "name", json_object_new_string(p->name));
+        json_object_object_add(e, "version", json_new_string_or_null(p->version));
+        json_object_object_add(e, "from_version", json_new_string_or_null(p->from_version));
+        json_object_object_add(e, "generation", json_object_new_uint64(p->generation));
+        return e;
+}
+
+static void add_time(json_object *o, const char *key, uint64_t usec) {
+        _cleanup_free_ char *text = since_string(usec);
+        char k[64];
+
+        json_object_object_add(o, key, json_new_string_or_null(text));
+        snprintf(k, sizeof(k), "%s_usec", key);
+        json_object_object_add(o, k, json_object_new_uint64(usec));
+}
+
+void output_history_json(const Journal *j, json_object *o) {
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; i < j->pins.n; i++)
+                json_object_array_add(a, pin_json(&j->pins.pins[i]));
+        json_object_object_add(o, "pins", a);
+        if (j->confirm_generation > 0) {
+                json_object *c = json_object_new_object();
+
+                json_object_object_add(c, "generation", json_object_new_uint64(j->confirm_generation));
+                add_time(c, "since", j->confirm_since);
+                add_time(c, "deadline", j->confirm_deadline);
+                json_object_object_add(c, "rollback_to", json_object_new_uint64(j->confirm_target));
+                json_object_object_add(o, "confirm", c);
+        }
+        if (j->rollback_reason) {
+                json_object *r = json_object_new_object();
+
+                json_object_object_add(r, "from", json_object_new_uint64(j->rollback_from));
+                json_object_object_add(r, "to", json_object_new_uint64(j->rollback_to));
+                json_object_object_add(r, "reason", json_object_new_string(j->rollback_reason));
+                add_time(r, "when", j->rollback_when);
+                json_object_object_add(r, "error", json_new_string_or_null(j->rollback_error));
+                json_object_object_add(o, "last_rollback", r);
+        }
+        a = json_object_new_array();
+        for (size_t i = 0; i < j->n_generations; i++) {
+                const Generation *g = &j->generations[i];
+                json_object *e = json_object_new_object(), *im = json_object_new_array();
+
+                json_object_object_add(e, "generation", json_object_new_uint64(g->generation));
+                add_time(e, "when", g->when);
+                for (size_t k = 0; k < g->images.n; k++) {
+                        const Image *m = &g->images.images[k];
+                        json_object *x = json_object_new_object();
+
+                        json_object_object_add(x, "class", json_object_new_string(image_class_to_string(m->klass)));
+                        json_object_object_add(x, "name", json_object_new_string(m->name));
+                        json_object_object_add(x, "version", json_new_string_or_null(m->version));
+                        json_object_object_add(x, "path", json_object_new_string(m->path));
+                        json_object_array_add(im, x);
+                }
+                json_object_object_add(e, "images", im);
+                json_object_array_add(a, e);
+        }
+        json_object_object_add(o, "generations", a);
+}
+
+void output_list_pins(json_object *list, const PinList *pins) {
+        for (size_t i = 0; list && i < json_object_array_length(list); i++) {
+                json_object *img = json_object_array_get_idx(list, i);
+                int k = image_class_from_string(strempty(get_str(img, "class")));
+                const Pin *p = k >= 0 ? pin_find(pins, k, strempty(get_str(img, "name"))) : NULL;
+
+                json_object_object_add(img, "pinned", json_object_new_boolean(p != NULL));
+        }
 }
 
 static json_object *namespaces_json(const DelayNamespace *l, size_t n) {
@@ -207,10 +288,10 @@ static void output_list_text(json_object *list, bool legend) {
                 const char *status = get_str(o, "status"), *reason = get_str(o, "reason"), *verity = get_str(o, "verity");
                 bool sig = get_bool(o, "signed");
 
-                printf("%-*s %-*s %-*s %-*s %s%s%s%s%s%s\n", wn, strna(get_str(o, "name")), wc, strna(get_str(o, "class")), wk,
+                printf("%-*s %-*s %-*s %-*s %s%s%s%s%s%s%s\n", wn, strna(get_str(o, "name")), wc, strna(get_str(o, "class")), wk,
                        strna(get_str(o, "kind")), wp, strna(get_str(o, "path")), strna(status), reason ? ": " : "", reason ?: "",
                        verity && !streq(verity, "none") ? " verity=" : "", verity && !streq(verity, "none") ? verity : "",
-                       sig ? " signed" : "");
+                       sig ? " signed" : "", get_bool(o, "pinned") ? " pinned" : "");
         }
 }
 
@@ -287,6 +368,51 @@ static void output_status_text(json_object *status, bool legend) {
                 printf("A transition is running, or was interrupted (it is resolved by the next command).\n");
         if (get_bool(status, "incomplete"))
                 printf("An interrupted transition was finished for some hierarchies only; run 'sysextd refresh'.\n");
+        if (json_object_object_get_ex(status, "confirm", &sk) && sk)
+                printf("Confirm: generation %s must be confirmed by %s (sysextd confirm), or it is rolled back to generation %s.\n",
+                       strna(get_str(sk, "generation")), strna(get_str(sk, "deadline")), strna(get_str(sk, "rollback_to")));
+        if (json_object_object_get_ex(status, "pins", &sk))
+                for (size_t i = 0; i < json_object_array_length(sk); i++) {
+                        json_object *p = json_object_array_get_idx(sk, i);
+                        const char *v = get_str(p, "version"), *from = get_str(p, "from_version");
+
+                        printf("Pinned: %s at %s%s by the rollback to generation %s (rolled back from %s%s; %s unpins it, or sysextd rollback --unpin)\n",
+                               strna(get_str(p, "name")), v ? "version " : "none", strempty(v), strna(get_str(p, "generation")),
+                               from ? "version " : "none", strempty(from), "a version newer than that");
+                }
+        if (json_object_object_get_ex(status, "last_rollback", &sk) && sk) {
+                const char *error = get_str(sk, "error");
+                bool deadline = streq_ptr(get_str(sk, "reason"), "deadline");
+
+                if (error)
+                        printf("Last rollback: %s from generation %s to generation %s FAILED on %s: %s\n",
+                               deadline ? "the confirmation deadline's" : "the one asked", strna(get_str(sk, "from")),
+                               strna(get_str(sk, "to")), strna(get_str(sk, "when")), error);
+                else
+                        printf("Last rollback: from generation %s to the images of generation %s on %s (%s)\n",
+                               strna(get_str(sk, "from")), strna(get_str(sk, "to")), strna(get_str(sk, "when")),
+                               deadline ? "its confirmation deadline passed" : "asked for");
+        }
+        if (json_object_object_get_ex(status, "generations", &sk) && json_object_array_length(sk) > 0) {
+                printf("Generations kept:\n");
+                for (size_t i = 0; i < json_object_array_length(sk); i++) {
+                        json_object *g = json_object_array_get_idx(sk, i), *im;
+                        _cleanup_strv_free_ char **names = NULL;
+                        _cleanup_free_ char *joined = NULL;
+
+                        if (json_object_object_get_ex(g, "images", &im))
+                                for (size_t k = 0; k < json_object_array_length(im); k++) {
+                                        json_object *x = json_object_array_get_idx(im, k);
+                                        _cleanup_free_ char *one = NULL;
+                                        const char *v = get_str(x, "version");
+
+                                        if (asprintf(&one, "%s%s%s", strna(get_str(x, "name")), v ? " " : "", strempty(v)) >= 0)
+                                                (void) strv_extend(&names, one);
+                                }
+                        joined = names ? strv_join(names, ", ") : NULL;
+                        printf("  %s  %s  %s\n", strna(get_str(g, "generation")), strna(get_str(g, "when")), joined ?: "none");
+                }
+        }
         if (get_bool(status, "other_mount_namespace"))
                 printf("The trees were recorded in another mount namespace; run sysextd there.\n");
         if (json_object_object_get_ex(status, "followed", &sk))

@@ -15,6 +15,11 @@ json_object *output_followers_json(const FollowerList *l);
  * deadline (text and µs), and the mount namespaces on its old and on its new trees. */
 json_object *output_delayed_json(const EngineStatus *s);
 json_object *output_status_json(const EngineStatus *s);
+/* Adds the history of a journal to a status document o: "pins", "confirm" (a generation waiting
+ * for confirmation), "last_rollback", "generations". */
+void output_history_json(const Journal *j, json_object *o);
+/* Marks each image of a list document whose name is pinned ("pinned": true/false). */
+void output_list_pins(json_object *list, const PinList *pins);
 /* status --namespaces: the mount namespaces that did not get the last swap (namespaces.h);
  * names: the hierarchies, in the order of each namespace's tops. */
 json_object *output_namespaces_json(const StaleNamespaceList *l, char *const *names);

@@ -49,6 +49,8 @@ static void help(void) {
                "  follow PID...           Make the mount namespaces of these processes follow the host\n"
                "  unfollow PID...         Stop that; the base shows there again\n"
                "  commit                  Commit a delayed transition in every mount namespace\n"
+               "  rollback                Go back to the images of an earlier generation\n"
+               "  confirm                 Confirm a refresh made with --confirm-within=\n"
                "  daemon                  Run the D-Bus service org.sysextd1\n\n"
                "Options:\n"
                "  -h --help               Show this help\n"
@@ -69,6 +71,10 @@ static void help(void) {
                "     --delay[=SECONDS]    Delay the switch: every namespace keeps the old trees\n"
                "                          until it commits or the delay ends (default: Delay=,\n"
                "                          else 300)\n"
+               "     --confirm-within=SECONDS\n"
+               "                          refresh: roll back by itself unless confirmed in time\n"
+               "     --to=GENERATION      rollback: to this generation (default: the one before)\n"
+               "     --unpin              rollback: drop the pins of the last rollback and refresh\n"
                "     --pid=PID            commit: only the mount namespace of this process\n"
                "     --unit=UNIT          commit: only the mount namespaces of this unit's processes\n"
                "     --namespaces         status: the mount namespaces that did not get the last swap\n"
@@ -100,6 +106,9 @@ static int parse_args(int argc, char **argv, Args *a) {
                 ARG_PID,
                 ARG_UNIT,
                 ARG_NAMESPACES,
+                ARG_CONFIRM_WITHIN,
+                ARG_TO,
+                ARG_UNPIN,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -122,6 +131,9 @@ static int parse_args(int argc, char **argv, Args *a) {
                 { "pid", required_argument, NULL, ARG_PID },
                 { "unit", required_argument, NULL, ARG_UNIT },
                 { "namespaces", no_argument, NULL, ARG_NAMESPACES },
+                { "confirm-within", required_argument, NULL, ARG_CONFIRM_WITHIN },
+                { "to", required_argument, NULL, ARG_TO },
+                { "unpin", no_argument, NULL, ARG_UNPIN },
                 {},
         };
         bool mutable_help = false;
@@ -262,6 +274,32 @@ static int parse_args(int argc, char **argv, Args *a) {
                 case ARG_NAMESPACES:
                         a->namespaces = true;
                         break;
+                case ARG_CONFIRM_WITHIN:
+                        if (parse_seconds(optarg, JOURNAL_CONFIRM_MAX_USEC, &a->options.confirm_within_usec) < 0 ||
+                            a->options.confirm_within_usec == 0) {
+                                _cleanup_free_ char *safe = NULL;
+                                log_error("Failed to parse argument to --confirm-within=: %s (a number of seconds, 1 to a year).",
+                                          string_safe(optarg, &safe));
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_TO: {
+                        char *end;
+                        unsigned long long g;
+
+                        errno = 0;
+                        g = strtoull(optarg, &end, 10);
+                        if (errno || *end || end == optarg || optarg[0] == '-' || g == 0) {
+                                _cleanup_free_ char *safe = NULL;
+                                log_error("'%s' is not a generation (a positive number, see sysextd status).", string_safe(optarg, &safe));
+                                return -EINVAL;
+                        }
+                        a->options.rollback_to = g;
+                        break;
+                }
+                case ARG_UNPIN:
+                        a->options.unpin = true;
+                        break;
                 default:
                         return -EINVAL;
                 }
@@ -279,7 +317,8 @@ static int parse_args(int argc, char **argv, Args *a) {
                 help();
                 return 0;
         }
-        if (!STR_IN_SET(a->verb, "merge", "refresh", "unmerge", "list", "status", "daemon", "follow", "unfollow", "commit")) {
+        if (!STR_IN_SET(a->verb, "merge", "refresh", "unmerge", "list", "status", "daemon", "follow", "unfollow", "commit",
+                       "rollback", "confirm")) {
                 log_error("Unknown command '%s'. See 'sysextd --help'.", a->verb);
                 return -EINVAL;
         }
@@ -309,6 +348,18 @@ static int parse_args(int argc, char **argv, Args *a) {
         }
         if ((a->commit_pid > 0 || a->commit_unit) && !streq(a->verb, "commit")) {
                 log_error("--pid= and --unit= go with 'commit'.");
+                return -EINVAL;
+        }
+        if (a->options.confirm_within_usec > 0 && !streq(a->verb, "refresh")) {
+                log_error("--confirm-within= goes with 'refresh'.");
+                return -EINVAL;
+        }
+        if ((a->options.rollback_to > 0 || a->options.unpin) && !streq(a->verb, "rollback")) {
+                log_error("--to= and --unpin go with 'rollback'.");
+                return -EINVAL;
+        }
+        if (a->options.rollback_to > 0 && a->options.unpin) {
+                log_error("--to= and --unpin exclude each other.");
                 return -EINVAL;
         }
         if (a->namespaces && !streq(a->verb, "status")) {
@@ -380,6 +431,15 @@ static int run_local(const Args *a, EngineConfig *config) {
                 return local_transition(e, ENGINE_REFRESH, &a->options, &a->output);
         if (streq(a->verb, "unmerge"))
                 return local_transition(e, ENGINE_UNMERGE, &a->options, &a->output);
+        if (streq(a->verb, "rollback"))
+                return local_transition(e, ENGINE_ROLLBACK, &a->options, &a->output);
+        if (streq(a->verb, "confirm")) {
+                r = engine_confirm(e);
+                if (r >= 0 && a->output.format == OUTPUT_JSON)
+                        printf("{\"generation\":%llu,\"changed\":%s}\n", (unsigned long long) e->result.generation,
+                               r > 0 ? "true" : "false");
+                return r < 0 ? r : 0;
+        }
         if (streq(a->verb, "follow") && strv_length(a->pids) > 1) {
                 /* All at once: one pass through the namespaces, not one per process. */
                 size_t n = strv_length(a->pids), i = 0;
@@ -422,10 +482,14 @@ static int run_local(const Args *a, EngineConfig *config) {
                 _cleanup_image_list_ ImageList l = {};
                 _cleanup_json_ json_object *j = NULL;
 
+                _cleanup_journal_ Journal history = {};
+
                 r = engine_list(e, &a->options, &l);
                 if (r < 0)
                         return r;
                 j = output_list_json(&l);
+                if (engine_history(e, &history) >= 0)
+                        output_list_pins(j, &history.pins);
                 output_list(j, &a->output);
                 return 0;
         }

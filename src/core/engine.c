@@ -8,15 +8,22 @@
  *      delayed transition is committed first (a new transition never waits beneath one
  *      that is still delayed: at most two trees of ours per hierarchy)
  *   4. merge, refresh: the mutable set-up of each hierarchy (mutable.c), then discover and
- *      probe the images of every class the call covers (sysext, confext)
+ *      probe the images of every class the call covers (sysext, confext); with pins
+ *      (generation.h) every version of a version directory is discovered and the pins choose
+ *      among them.  A rollback is a refresh of every class whose images are exactly those of
+ *      an earlier generation (generation_select(); one gone or changed: refused here)
  *   5. plan (plan.c, pure): per hierarchy build, base, detach or keep, or refuse; create the
  *      hierarchies the plan builds that do not exist
  *   6. execute (execute.c): stage, begin, swap (swap.c), commit
  *   7. unlock; for the running system, what images that ship units ask of the service
  *      manager (units.c, decided in 6 before the journal changes)
- * Besides transitions: commit (a delayed transition, recover.c and delay.c; with nothing
- * delayed and a pid, that one namespace brought up to date, namespaces.h), follow, status and
- * the namespaces that missed a swap (namespaces.c, a look through /proc without the lock).
+ * After 6, a transition that changed the trees records its generation in the history of the
+ * journal (the last Generations=), a rollback its pins and the end of a wait for confirmation,
+ * a refresh with --confirm-within= the deadline (saved once more: a failure to save loses
+ * history, never trees).
+ * Besides transitions: confirm (the deadline goes), commit (a delayed transition, recover.c
+ * and delay.c; with nothing delayed and a pid, that one namespace brought up to date,
+ * namespaces.h), follow, status and the namespaces that missed a swap (namespaces.c, a look through /proc without the lock).
  * A failure in 1-5 leaves the live tree exactly as it was (a hierarchy created in 5 stays,
  * empty, as systemd-sysext leaves it); for 6 see execute.c.
  */
@@ -70,6 +77,7 @@ int engine_config_default(EngineConfig *ret) {
         }
         /* As systemd-confext: /etc nosuid, nodev and noexec. */
         c.classes[IMAGE_CLASS_CONFEXT].noexec = true;
+        c.generations = ENGINE_GENERATIONS_DEFAULT;
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
                 c.classes[k].policy = -1;
         *ret = c;
@@ -558,7 +566,7 @@ static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
 }
 
 /* Every image of the classes o covers, each class's in its search directories. */
-static int discover_all(Engine *e, const EngineOptions *o, ImageList *ret) {
+static int discover_all(Engine *e, const EngineOptions *o, bool all_versions, ImageList *ret) {
         _cleanup_image_list_ ImageList all = {};
         int r;
 
@@ -567,7 +575,7 @@ static int discover_all(Engine *e, const EngineOptions *o, ImageList *ret) {
 
                 if (!engine_options_cover(o, k))
                         continue;
-                r = image_discover(e->root_fd, e->root, e->config.classes[k].search_dirs, k, &l);
+                r = image_discover_ex(e->root_fd, e->root, e->config.classes[k].search_dirs, k, all_versions, &l);
                 if (r >= 0)
                         r = image_list_append(&all, &l);
                 if (r < 0)
@@ -597,9 +605,20 @@ int engine_list(Engine *e, const EngineOptions *o, ImageList *ret) {
         _cleanup_image_list_ ImageList l = {};
         int r;
 
-        r = discover_all(e, o, &l);
-        if (r < 0)
-                return r;
+        {
+                _cleanup_journal_ Journal j = {};
+
+                /* What a refresh would merge: the pinned versions (a snapshot of the pins). */
+                (void) engine_history(e, &j);
+                r = discover_all(e, o, j.pins.n > 0, &l);
+                if (r < 0)
+                        return r;
+                if (j.pins.n > 0) {
+                        r = pins_apply(&l, &j.pins, o && o->classes ? o->classes & IMAGE_CLASS_ALL : IMAGE_CLASS_ALL, NULL);
+                        if (r < 0)
+                                return r;
+                }
+        }
         r = probe_all(e, &l, o);
         engine_facts_close(e);
         if (r < 0)
@@ -821,15 +840,49 @@ static int analyze_hierarchies(Engine *e, const EngineOptions *o, Journal *j, Hi
 
 /* Step 4: the images, probed unless a refresh finds them (and everything else that goes into
  * a tree: stamp) unchanged. */
-static int gather_images(Engine *e, const EngineOptions *o, const Journal *j, const MutableSetup *mutables, size_t n,
-                         EngineVerb verb, bool any_live, ImageList *images, uint64_t *ret_stamp, bool *ret_unchanged) {
+static int gather_images(Engine *e, const EngineOptions *o, Journal *j, const Generation *target, const MutableSetup *mutables,
+                         size_t n, EngineVerb verb, bool any_live, ImageList *images, uint64_t *ret_stamp, bool *ret_unchanged,
+                         bool *ret_pins_changed) {
         uint64_t stamp;
         bool unchanged;
         int facts_fd, r;
 
-        r = discover_all(e, o, images);
+        /* Every version of every image when a rollback or a pin chooses among them. */
+        r = discover_all(e, o, target || j->pins.n > 0, images);
         if (r < 0)
                 return r;
+        if (target) {
+                _cleanup_image_list_ ImageList chosen = {};
+                _cleanup_free_ char *msg = NULL;
+                const Image *missing = NULL;
+
+                r = generation_select(images, target, &chosen, &missing);
+                if (r == -ENOENT) {
+                        r = generation_missing_message(target->generation, missing, &msg);
+                        if (r < 0)
+                                return r;
+                        return engine_fail(e, ENGINE_ERROR_IMAGE_REFUSED, ENOENT, "%s", msg);
+                }
+                if (r < 0)
+                        return r;
+                image_list_free(images);
+                *images = chosen;
+                chosen = (ImageList) {};
+        } else if (j->pins.n > 0) {
+                _cleanup_strv_free_ char **notes = NULL;
+
+                r = pins_apply(images, &j->pins, covered_classes(o), &notes);
+                if (r < 0)
+                        return r;
+                if (r > 0)
+                        *ret_pins_changed = true;
+                STRV_FOREACH(note, notes)
+                        log_info("%s", *note);
+                for (size_t i = 0; i < j->pins.n; i++)
+                        log_info("Keeping %s at %s%s, pinned by the rollback to generation %" PRIu64 " (sysextd rollback --unpin releases it).",
+                                 j->pins.pins[i].name, j->pins.pins[i].version ? "version " : "none",
+                                 strempty(j->pins.pins[i].version), j->pins.pins[i].generation);
+        }
         r = engine_facts(e, &facts_fd);
         if (r < 0)
                 return r;
@@ -837,7 +890,7 @@ static int gather_images(Engine *e, const EngineOptions *o, const Journal *j, co
         /* --force is no part of the comparison (as with systemd-sysext): the same images are
          * the same, so a plain refresh keeps what a forced one merged; but --force on trees
          * built without it may merge more, so it is no "unchanged". */
-        unchanged = verb == ENGINE_REFRESH && !o->always_refresh && !j->incomplete && j->config_stamp == stamp && any_live &&
+        unchanged = verb == ENGINE_REFRESH && !target && !o->always_refresh && !j->incomplete && j->config_stamp == stamp && any_live &&
                     (!o->force || j->forced) && plan_images_unchanged(images, &j->images, covered_classes(o));
         if (!unchanged) {
                 r = probe_all(e, images, o);
@@ -846,6 +899,16 @@ static int gather_images(Engine *e, const EngineOptions *o, const Journal *j, co
                 for (size_t i = 0; i < images->n; i++)
                         log_verdict(&images->images[i]);
         }
+        /* A rollback merges exactly what the generation had: an image judged otherwise now
+         * stops it, before anything changes. */
+        for (size_t i = 0; target && i < images->n; i++)
+                if (images->images[i].verdict != IMAGE_COMPATIBLE) {
+                        _cleanup_free_ char *safe = NULL;
+                        return engine_fail(e, ENGINE_ERROR_IMAGE_REFUSED, EPERM,
+                                           "Cannot roll back to generation %" PRIu64 ": image %s (%s) is no longer accepted: %s. Nothing was changed.",
+                                           target->generation, images->images[i].name, images->images[i].path,
+                                           string_safe(strna(images->images[i].reason), &safe));
+                }
         *ret_stamp = stamp;
         *ret_unchanged = unchanged;
         return 0;
@@ -911,9 +974,121 @@ static int check_delay(Engine *e, const EngineOptions *o, EngineVerb verb, const
         return 0;
 }
 
+/* A rollback's preparation, once the journal is loaded: the generation to go to (*ret_target,
+ * pointing into j), the generation live now (for the pins) and the options it runs with: every
+ * class, the generation's mutable modes and --force unless the caller said otherwise, and no
+ * Delay= (a rollback is never delayed unless asked).  With --unpin: the pins go and *ret_target
+ * stays NULL (a plain refresh).  A deadline's rollback when the generation was confirmed
+ * meanwhile, or its deadline moved: 0 and nothing to do. */
+static int prepare_rollback(Engine *e, Journal *j, const EngineOptions *o, EngineOptions *ro, const Generation **ret_target,
+                            Generation *ret_current, bool *ret_nothing) {
+        static const int no_modes[_IMAGE_CLASS_MAX] = {};
+        _cleanup_free_ char *msg = NULL;
+        const Generation *target;
+        uint64_t want = o->rollback_to;
+        int r;
+
+        *ro = *o;
+        ro->classes = 0;
+        *ret_target = NULL;
+        *ret_nothing = false;
+        if (o->unpin) {
+                if (j->pins.n == 0)
+                        log_info("Nothing is pinned.");
+                for (size_t i = 0; i < j->pins.n; i++)
+                        log_info("Unpinned %s (pinned by the rollback to generation %" PRIu64 ").", j->pins.pins[i].name,
+                                 j->pins.pins[i].generation);
+                pin_list_done(&j->pins);
+                return 0;
+        }
+        if (o->deadline) {
+                if (j->confirm_generation == 0 || j->confirm_deadline > now_realtime_usec()) {
+                        log_info("The generation waiting for confirmation was confirmed, or its deadline moved; no rollback.");
+                        *ret_nothing = true;
+                        return 0;
+                }
+                want = j->confirm_target;
+                log_warning("Generation %" PRIu64 " was not confirmed in time (sysextd confirm); rolling back to generation %" PRIu64 ".",
+                            j->confirm_generation, want);
+                if (want == 0)
+                        return engine_fail(e, ENGINE_ERROR_FAILED, ENOENT,
+                                           "Cannot roll back: generation %" PRIu64 " had no generation before it.", j->confirm_generation);
+        }
+        target = generation_find(j->generations, j->n_generations, j->generation, want, &msg);
+        if (!target)
+                return msg ? engine_fail(e, ENGINE_ERROR_FAILED, ENOENT, "%s", msg) : -ENOMEM;
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                if (ro->mutable[k] < 0)
+                        ro->mutable[k] = target->mutable[k];
+        ro->force = ro->force || target->forced;
+        if (ro->delay_usec == ENGINE_DELAY_CONFIG)
+                ro->delay_usec = 0;
+        r = generation_from_images(j->generation, 0, no_modes, false, &j->images, ret_current);
+        if (r < 0)
+                return r;
+        log_debug("Rolling back from generation %" PRIu64 " to the images of generation %" PRIu64 ".", j->generation,
+                 target->generation);
+        *ret_target = target;
+        return 0;
+}
+
+/* After a transition that changed the trees: the new generation goes into the history; a
+ * rollback pins what it went to and ends a wait for confirmation, a refresh with
+ * --confirm-within= starts or renews one.  Saved at once (a failure to save is logged: the
+ * trees are live either way). */
+static void record_history(Engine *e, Journal *j, const EngineOptions *o, const Generation *target, const Generation *current,
+                           uint64_t before) {
+        uint64_t now = now_realtime_usec(), to = target ? target->generation : 0;
+        _cleanup_(pin_list_done) PinList pins = {};
+        int modes[_IMAGE_CLASS_MAX];
+        int r = 0;
+
+        /* Before the history changes: target points into it. */
+        if (target)
+                r = pins_for_rollback(current, target, &pins);
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                modes[k] = engine_class_mutable(&e->config, o, k);
+        if (r >= 0)
+                r = journal_record_generation(j, j->generation, now, modes, j->forced, &j->images, e->config.generations);
+        if (r >= 0 && to > 0) {
+                pin_list_done(&j->pins);
+                j->pins = pins;
+                pins = (PinList) {};
+                for (size_t i = 0; i < j->pins.n; i++)
+                        log_info("Pinned %s at %s%s (rolled back from %s); later refreshes keep it until a newer version than that appears, or sysextd rollback --unpin.",
+                                 j->pins.pins[i].name, j->pins.pins[i].version ? "version " : "none",
+                                 strempty(j->pins.pins[i].version), j->pins.pins[i].from_version ?: "none");
+                journal_confirm_clear(j);
+                r = journal_set_rollback(j, now, before, to, o->deadline ? "deadline" : "command", NULL);
+                log_info("Rolled back to the images of generation %" PRIu64 ": generation %" PRIu64 " is live.", to, j->generation);
+        }
+        if (r >= 0 && to == 0 && o->confirm_within_usec > 0) {
+                if (j->confirm_generation == 0)
+                        j->confirm_target = before;
+                j->confirm_generation = j->generation;
+                j->confirm_since = now;
+                j->confirm_deadline = now + o->confirm_within_usec;
+                {
+                        _cleanup_free_ char *until = format_timestamp(j->confirm_deadline);
+                        log_info("Generation %" PRIu64 " must be confirmed (sysextd confirm) by %s, or it is rolled back to generation %" PRIu64 ".",
+                                 j->generation, strna(until), j->confirm_target);
+                }
+        }
+        if (r >= 0)
+                r = journal_save(e->journal_fd, j);
+        if (r < 0)
+                log_warning("Failed to record generation %" PRIu64 " in the history in %s/%s/%s: %s", j->generation, e->root,
+                            JOURNAL_DIR, JOURNAL_STATE, strerror(-r));
+}
+
 static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o) {
         _cleanup_image_list_ ImageList images = {};
         _cleanup_journal_ Journal j = {};
+        _cleanup_(generation_done) Generation current = {};
+        const Generation *target = NULL;
+        EngineOptions ro;
+        bool rollback = verb == ENGINE_ROLLBACK, rolling_back = false, loaded = false, pins_changed = false;
+        uint64_t before = 0;
         _cleanup_(plan_done) Plan plan = {};
         _cleanup_free_ PlanHierarchy *views = NULL;
         MutableSetup mutables[HIERARCHIES_MAX];
@@ -932,9 +1107,29 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         r = recover_locked(e, &j, &states, &n, &recovered, DELAY_COMMIT_FIRST);
         if (r < 0)
                 goto finish;
+        loaded = true;
+        before = j.generation;
         if (e->recovery_waits) {
                 r = engine_fail(e, ENGINE_ERROR_BUSY, EBUSY, "%s Nothing was changed.", e->recovery_waits);
                 goto finish;
+        }
+        /* A rollback is a refresh to the images of an earlier generation (its delayed
+         * transition, if one waited, was committed first, above). */
+        if (rollback) {
+                bool nothing;
+
+                verb = ENGINE_REFRESH;
+                r = prepare_rollback(e, &j, o, &ro, &target, &current, &nothing);
+                if (r < 0)
+                        goto finish;
+                if (nothing) {
+                        r = 0;
+                        goto finish;
+                }
+                if (o->unpin)
+                        pins_changed = true;
+                rolling_back = target != NULL;
+                o = &ro;
         }
 
         r = analyze_hierarchies(e, o, &j, states, n, &views, &any_live);
@@ -983,7 +1178,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                                                 states[i].path);
                                 goto finish;
                         }
-                r = gather_images(e, o, &j, mutables, n, verb, any_live, &images, &stamp, &unchanged);
+                r = gather_images(e, o, &j, target, mutables, n, verb, any_live, &images, &stamp, &unchanged, &pins_changed);
                 if (r < 0)
                         goto finish;
         }
@@ -1014,7 +1209,13 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 log_debug("Plan for %s: %s%s.", states[i].path, hierarchy_action_to_string(plan.hierarchies[i].action),
                           plan.hierarchies[i].replace ? " (beneath the live tree)" : "");
         if (!plan.any_work) {
-                report_nothing_to_do(e, verb, &plan, unchanged);
+                if (target)
+                        log_info("The live trees have the images of generation %" PRIu64 " already; nothing to do.",
+                                 target->generation);
+                else
+                        report_nothing_to_do(e, verb, &plan, unchanged);
+                if (o->confirm_within_usec > 0)
+                        log_info("Nothing changed, so nothing waits for confirmation.");
                 r = 0;
                 goto finish;
         }
@@ -1041,6 +1242,38 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 r = run_plan(e, verb, o, &j, states, views, &plan, &images, mutables, delay, &changed);
 
 finish:
+        if (r >= 0 && changed)
+                record_history(e, &j, o, target, &current, before);
+        else if (r >= 0 && pins_changed) {
+                int k = journal_save(e->journal_fd, &j);
+                if (k < 0)
+                        log_warning("Failed to record the pins in %s/%s/%s: %s", e->root, JOURNAL_DIR, JOURNAL_STATE, strerror(-k));
+        } else if (r >= 0 && rollback && o->deadline && target) {
+                /* Nothing to do: the live trees are what the deadline goes back to.  The wait
+                 * ends all the same. */
+                int k;
+
+                journal_confirm_clear(&j);
+                k = journal_set_rollback(&j, now_realtime_usec(), j.generation, target->generation, "deadline", NULL);
+                if (k >= 0)
+                        k = journal_save(e->journal_fd, &j);
+                if (k < 0)
+                        log_warning("Failed to record the end of the wait for confirmation in %s/%s/%s: %s", e->root, JOURNAL_DIR,
+                                    JOURNAL_STATE, strerror(-k));
+        } else if (r < 0 && rollback && o->deadline && loaded) {
+                /* A deadline's rollback that failed is not tried again and again: the wait
+                 * ends, and status says why the rollback did not happen. */
+                int k;
+
+                journal_confirm_clear(&j);
+                k = journal_set_rollback(&j, now_realtime_usec(), j.generation, target ? target->generation : 0, "deadline",
+                                         e->result.message ?: "the rollback failed");
+                if (k >= 0)
+                        k = journal_save(e->journal_fd, &j);
+                if (k < 0)
+                        log_warning("Failed to record the failed rollback in %s/%s/%s: %s", e->root, JOURNAL_DIR, JOURNAL_STATE,
+                                    strerror(-k));
+        }
         e->result.changed = recovered || changed;
         e->result.recovered = recovered;
         if (r < 0)
@@ -1048,7 +1281,10 @@ finish:
         e->result.generation = j.generation;
         /* A delayed transition counts too: its trees are in place beneath the old ones. */
         if (r >= 0 && (changed || e->result.delayed))
-                history_log(verb == ENGINE_MERGE ? HISTORY_MERGE : verb == ENGINE_REFRESH ? HISTORY_REFRESH : HISTORY_UNMERGE,
+                history_log(rolling_back             ? HISTORY_ROLLBACK
+                            : verb == ENGINE_MERGE   ? HISTORY_MERGE
+                            : verb == ENGINE_REFRESH ? HISTORY_REFRESH
+                                                     : HISTORY_UNMERGE,
                             j.generation, e->root, &j.images, e->result.delayed);
         if (r >= 0)
                 update_followers(e, &j);
@@ -1672,4 +1908,50 @@ int engine_followers(Engine *e, FollowerList *ret) {
         if (r < 0)
                 return r;
         return follower_list_load(dfd, ret);
+}
+
+int engine_history(Engine *e, Journal *ret) {
+        _cleanup_close_ int dfd = -EBADF;
+        int r;
+
+        r = journal_dir_open(e->root_fd, false, &dfd);
+        if (r == -ENOENT) {
+                *ret = (Journal) {};
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        r = journal_load(dfd, ret, NULL);
+        return r < 0 ? r : 0;
+}
+
+int engine_confirm(Engine *e) {
+        _cleanup_journal_ Journal j = {};
+        int r;
+
+        engine_result_done(&e->result);
+        r = engine_lock(e);
+        if (r >= 0)
+                r = load_journal(e, e->journal_fd, &j);
+        if (r >= 0 && j.confirm_generation == 0) {
+                e->result.message = strdup("Nothing waits for confirmation.");
+                log_info("Nothing waits for confirmation.");
+                r = 0;
+        } else if (r >= 0) {
+                uint64_t g = j.confirm_generation;
+
+                journal_confirm_clear(&j);
+                r = journal_save(e->journal_fd, &j);
+                if (r < 0)
+                        r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to record the confirmation in %s/%s/%s: %m", e->root,
+                                        JOURNAL_DIR, JOURNAL_STATE);
+                else {
+                        log_info("Generation %" PRIu64 " is confirmed; it is no longer rolled back by itself.", g);
+                        r = 1;
+                }
+        }
+        engine_unlock(e);
+        e->result.r = r;
+        e->result.generation = j.generation;
+        return r;
 }

@@ -35,7 +35,10 @@ typedef struct EngineConfig {
         bool strict;         /* a refused image fails the whole transition */
         bool allow_degraded; /* no MOVE_MOUNT_BENEATH: accept unmount-then-mount */
         uint64_t delay_usec; /* Delay=: how long a transition waits for namespaces to commit; 0: none */
+        unsigned generations; /* Generations=: how many the journal keeps for rollback */
 } EngineConfig;
+
+#define ENGINE_GENERATIONS_DEFAULT 3
 
 int engine_config_default(EngineConfig *ret);
 void engine_config_done(EngineConfig *c);
@@ -92,6 +95,16 @@ typedef struct EngineOptions {
          * the configuration; ENGINE_DELAY_DEFAULT (--delay without a value): Delay=, or
          * ENGINE_DELAY_FALLBACK_USEC when that is 0; else this long (0: no delay). */
         uint64_t delay_usec;
+        /* refresh --confirm-within=: a new generation rolls back by itself unless confirmed
+         * within this long (sysextd(8), ROLLBACK); 0: no confirmation asked. */
+        uint64_t confirm_within_usec;
+        /* ENGINE_ROLLBACK: to this generation (0: the newest kept older than the live one);
+         * unpin: instead, the pins go and a plain refresh runs; deadline: the rollback of a
+         * confirmation deadline that passed (the daemon's), to the generation it names, and
+         * nothing when the generation was confirmed meanwhile. */
+        uint64_t rollback_to;
+        bool unpin;
+        bool deadline;
 } EngineOptions;
 
 #define ENGINE_DELAY_CONFIG UINT64_MAX
@@ -106,6 +119,13 @@ uint64_t engine_delay_usec(const EngineConfig *c, const EngineOptions *o);
 /* Runs a transition; e->result says what happened.  Returns e->result.r: 1 when the tree
  * changed, 0 when there was nothing to do, < 0 on failure. */
 int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o);
+
+/* Confirms the generation a refresh --confirm-within= made: its deadline goes.  Returns 1 when
+ * one waited, 0 when none did (e->result.message says so).  Takes the lock. */
+int engine_confirm(Engine *e);
+
+/* The pins, the confirmation deadline and the history as recorded (no lock: a snapshot). */
+int engine_history(Engine *e, Journal *ret);
 
 /* Finishes or discards a transition that a crash interrupted and repairs what others left
  * (also done by every transition).  Takes the lock. */

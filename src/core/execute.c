@@ -86,10 +86,11 @@ static int images_for_journal(const ImageList *images, const ImageList *before, 
                         d->name = strdup(s->name);
                         d->path = strdup(s->path);
                         d->rel = s->rel ? strdup(s->rel) : NULL;
+                        d->version = s->version ? strdup(s->version) : NULL;
                         d->reason = s->reason ? strdup(s->reason) : NULL;
                         d->fstype = s->fstype ? strdup(s->fstype) : NULL;
                         d->roothash = s->roothash ? strdup(s->roothash) : NULL;
-                        if (!d->name || !d->path || (s->rel && !d->rel) || (s->reason && !d->reason) ||
+                        if (!d->name || !d->path || (s->rel && !d->rel) || (s->version && !d->version) || (s->reason && !d->reason) ||
                             (s->fstype && !d->fstype) || (s->roothash && !d->roothash) ||
                             strv_copy(s->restart_units, &d->restart_units) < 0 ||
                             strv_copy(s->reload_or_restart_units, &d->reload_or_restart_units) < 0 ||

@@ -53,6 +53,8 @@ static const struct {
         F("verity", FIELD_VERITY, verity, P | J | W, false),
         F("signed", FIELD_BOOL, signed_valid, P | J | W, false),
         O("roothash", FIELD_ROOTHASH, roothash, J | W),
+        /* NAME.v's entries: their version (null for other images); newer than the journal. */
+        { "version", FIELD_STRING, offsetof(Image, version), sizeof(((Image *) 0)->version), P | J | W, true, true, 0 },
         F("fstype", FIELD_STRING, fstype, J | W, true),
         O("backing", FIELD_BACKING, backing, J | W),
         F("hierarchies", FIELD_UNSIGNED, hierarchies, J | W, false),

@@ -12,7 +12,9 @@
  * directory (NAME.v, systemd.v(7)) gives one entry, picked by its name alone; that entry is
  * then judged as an entry of a search directory is (a symlink that leads nowhere inside the
  * root, or to no image, makes the image refused, naming NAME.v/ENTRY) and never replaced by
- * an older version.  Probing then, per image:
+ * an older version.  With every version asked for (image_discover_ex(), for a rollback or a pin,
+ * generation.h), the other entries for this machine that open as images of the right type are
+ * listed too, each with its version, marked as not picked.  Probing then, per image:
  *   directory: a detached bind of it (open_tree on the resolved fd), its extension-release;
  *   raw file:  reopened for reading only once it is known to be a regular file; the file
  *              system recognised by content, never by suffix (an erofs superblock with no
@@ -185,6 +187,7 @@ void image_done(Image *img) {
         free(img->fstype);
         free(img->path);
         free(img->rel);
+        free(img->version);
         free(img->reason);
         free(img->roothash);
         image_release(img);
@@ -591,6 +594,20 @@ int image_version_pick(char *const *entries, const char *name, const char *suffi
         return 1;
 }
 
+int image_version_of(const char *entry, const char *name, const char *suffix, const char *native_arch, char **ret) {
+        Candidate c = {};
+        int r;
+
+        if (entry[0] == '.' || is_sidecar(entry))
+                return 0;
+        r = parse_candidate(entry, name, suffix, native_arch, &c);
+        if (r <= 0)
+                return r;
+        free(c.entry);
+        *ret = c.version;
+        return 1;
+}
+
 int image_version_entry_problem(const char *vdir, const char *entry, const char *target, int error, mode_t mode,
                                 bool want_dir, char **ret) {
         _cleanup_free_ char *shown = path_join(vdir, entry);
@@ -729,7 +746,87 @@ static int versioned_name(const char *entry, ImageClass klass, char **ret_name, 
         return *ret_suffix ? 0 : -ENOMEM;
 }
 
+/* What discovery records of a raw image beside its identity: the stamp over its sidecars and
+ * the root hash NAME.roothash gives; of a directory, the stamp over its entries. */
+static int discover_fill(int root_fd, int fd, Image *img) {
+        _cleanup_free_ char *sdir = NULL, *base = NULL;
+        unsigned found;
+        int r;
+
+        if (img->kind == IMAGE_DIRECTORY) {
+                if (image_directory_stamp(fd, &img->stamp) < 0)
+                        img->stamp = 0; /* unreadable: the probe says why */
+                return 0;
+        }
+
+        /* Sidecars sit beside the file (in the .v directory for a picked one), named after it. */
+        r = sidecar_base(img->rel, &sdir, &base);
+        if (r < 0)
+                return r;
+        img->stamp = sidecar_stamp(root_fd, sdir, base, &found);
+        /* What a refresh compares before anything is opened (plan_image_same()); the probe
+         * reads it again.  Without a hash tree or a signature beside it there is nothing to
+         * peek at (the common image: no more lookups). */
+        if (!(found & (1u << SIDECAR_VERITY | 1u << SIDECAR_SIGNATURE)))
+                return 0;
+        return verity_peek_sidecars(root_fd, sdir, base, &img->roothash, &img->signature_sidecar);
+}
+
+/* image_discover_ex() with all_versions: the entries of version directory sd/vdir other than
+ * the picked one that are for this machine and open as images of the right type. */
+static int add_other_versions(ImageList *l, int root_fd, const char *root_prefix, const char *sd, const char *vdir,
+                              const char *name, const char *suffix, bool want_dir, const char *picked, ImageClass klass) {
+        _cleanup_free_ char *vrel = path_join(sd, vdir);
+        _cleanup_strv_free_ char **entries = NULL;
+        _cleanup_close_ int vfd = -EBADF;
+        int r;
+
+        if (!vrel)
+                return -ENOMEM;
+        vfd = open_directory_at(root_fd, vrel, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (vfd < 0)
+                return vfd == -ENOMEM ? vfd : 0;
+        r = version_entries(vfd, &entries);
+        if (r < 0)
+                return r;
+        STRV_FOREACH(e, entries) {
+                _cleanup_free_ char *version = NULL, *rel = NULL, *entry = NULL;
+                _cleanup_close_ int fd = -EBADF;
+                struct stat st;
+                Image *img;
+
+                if (streq(*e, picked))
+                        continue;
+                r = image_version_of(*e, name, suffix, release_native_architecture(), &version);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        continue;
+                rel = path_join(vrel, *e);
+                entry = path_join(vdir, *e);
+                if (!rel || !entry)
+                        return -ENOMEM;
+                fd = openat_resolve(root_fd, rel, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+                if (fd < 0 || fstat(fd, &st) < 0 || !(want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)))
+                        continue;
+                r = list_add(l, name, root_prefix, sd, entry, &st, &img);
+                if (r < 0)
+                        return r;
+                img->klass = klass;
+                img->version = TAKE_PTR(version);
+                r = discover_fill(root_fd, fd, img);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int image_discover(int root_fd, const char *root_prefix, char *const *search_dirs, ImageClass klass, ImageList *ret) {
+        return image_discover_ex(root_fd, root_prefix, search_dirs, klass, false, ret);
+}
+
+int image_discover_ex(int root_fd, const char *root_prefix, char *const *search_dirs, ImageClass klass, bool all_versions,
+                      ImageList *ret) {
         _cleanup_image_list_ ImageList l = {};
 
         STRV_FOREACH(sd, search_dirs) {
@@ -750,11 +847,12 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                 }
 
                 while ((de = readdir(d))) {
-                        _cleanup_free_ char *name = NULL, *rel = NULL, *picked = NULL, *entry_path = NULL, *problem = NULL;
+                        _cleanup_free_ char *name = NULL, *rel = NULL, *picked = NULL, *entry_path = NULL, *problem = NULL,
+                                            *suffix = NULL;
                         _cleanup_close_ int fd = -EBADF;
                         struct stat st = {};
                         const char *invalid, *entry = de->d_name;
-                        bool seen = false, raw;
+                        bool seen = false, raw, want_dir = false;
                         Image *img;
                         int r;
 
@@ -772,9 +870,6 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
 
                         raw = endswith(de->d_name, ".raw");
                         if (fd >= 0 && S_ISDIR(st.st_mode) && endswith(de->d_name, ".v")) {
-                                _cleanup_free_ char *suffix = NULL;
-                                bool want_dir;
-
                                 r = versioned_name(de->d_name, klass, &name, &suffix, &want_dir);
                                 if (r < 0)
                                         return r;
@@ -816,6 +911,9 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                         if (r < 0)
                                 return r;
                         img->klass = klass;
+                        img->picked = true;
+                        if (picked && image_version_of(picked, name, suffix, release_native_architecture(), &img->version) < 0)
+                                return -ENOMEM;
 
                         invalid = image_name_invalid_reason(name);
                         if (invalid)
@@ -831,29 +929,17 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
                         else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
                                 refuse(img, IMAGE_REFUSED, "%s is %s, not an image file or directory", entry,
                                        inode_type_name(st.st_mode));
-                        else if (img->kind == IMAGE_DIRECTORY) {
-                                if (image_directory_stamp(fd, &img->stamp) < 0)
-                                        img->stamp = 0; /* unreadable: the probe says why */
-                        } else {
-                                _cleanup_free_ char *sdir = NULL, *base = NULL;
-                                unsigned found;
-
-                                /* Sidecars sit beside the file (in the .v directory for a
-                                 * picked one), named after it. */
-                                r = sidecar_base(img->rel, &sdir, &base);
+                        else {
+                                r = discover_fill(root_fd, fd, img);
                                 if (r < 0)
                                         return r;
-                                img->stamp = sidecar_stamp(root_fd, sdir, base, &found);
-                                /* What a refresh compares before anything is opened
-                                 * (plan_image_same()); the probe reads it again.  Without
-                                 * a hash tree or a signature beside it there is nothing to
-                                 * peek at (the common image: no more lookups). */
-                                if (found & (1u << SIDECAR_VERITY | 1u << SIDECAR_SIGNATURE)) {
-                                        r = verity_peek_sidecars(root_fd, sdir, base, &img->roothash,
-                                                                 &img->signature_sidecar);
-                                        if (r < 0)
-                                                return r;
-                                }
+                        }
+                        /* img is not used below: adding images moves the list. */
+                        if (all_versions && picked) {
+                                r = add_other_versions(&l, root_fd, root_prefix, *sd, de->d_name, name, suffix, want_dir,
+                                                       picked, klass);
+                                if (r < 0)
+                                        return r;
                         }
                 }
         }

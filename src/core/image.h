@@ -48,6 +48,8 @@ typedef struct Image {
         char *name;     /* "foo" for foo.raw or the directory foo */
         char *path;     /* as shown to people: ROOT/var/lib/extensions/foo.raw */
         char *rel;      /* below the root, where it is opened from: var/lib/extensions/foo.raw */
+        char *version;  /* of an entry of a version directory (NAME.v/NAME_VERSION...), else NULL */
+        bool picked;    /* discovery with every version: the entry a plain discovery picks */
         ImageKind kind;
         struct stat st; /* identity: st_dev, st_ino, size and mtime */
         uint64_t stamp; /* directories: a hash over every entry's inode, size and times;
@@ -144,6 +146,13 @@ const char *image_name_invalid_reason(const char *name);
  * listed as refused, with the reason.  No image is opened for reading; of a raw image's
  * sidecars, NAME.roothash is read (roothash). */
 int image_discover(int root_fd, const char *root_prefix, char *const *search_dirs, ImageClass klass, ImageList *ret);
+/* The same, and with all_versions every other entry of a version directory that is for this
+ * machine and opens as an image of the right type too, with picked false (the one
+ * image_discover() gives has picked true, as has every image that is no version directory's):
+ * the candidates a rollback or a pin chooses from (generation.h).  Such extra entries are never
+ * refused ones: an entry that cannot be an image is left out. */
+int image_discover_ex(int root_fd, const char *root_prefix, char *const *search_dirs, ImageClass klass, bool all_versions,
+                      ImageList *ret);
 
 /* Version directories (systemd.v(7)): NAME.v holds directory images, NAME.raw.v and
  * NAME.sysext.raw.v image files, each named NAME_VERSION[_ARCH][+LEFT[-DONE]][SUFFIX].
@@ -156,6 +165,9 @@ int image_discover(int root_fd, const char *root_prefix, char *const *search_dir
  * see below), as none does for one that turns out incompatible.  Names starting with a dot
  * and sidecars are not versions.  1 and the name, or 0 when none is for this machine. */
 int image_version_pick(char *const *entries, const char *name, const char *suffix, const char *native_arch, char **ret);
+/* The version of an entry of such a directory when it is one for this machine: 1 and the
+ * version ("2.1" of "app_2.1_x86-64+3.raw"), 0 when it is no entry of this image for it. */
+int image_version_of(const char *entry, const char *name, const char *suffix, const char *native_arch, char **ret);
 
 /* Why the picked entry of version directory vdir cannot be an image, in the words the top level
  * uses ("cannot open app.raw.v/app_2.raw: it is a symbolic link to /tmp/x, which does not exist

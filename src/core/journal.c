@@ -8,6 +8,7 @@
 #include "image-json.h"
 #include "journal.h"
 #include "json-util.h"
+#include "mutable.h"
 #include "util.h"
 
 #define JOURNAL_FILE_MAX (64 * 1024 * 1024)
@@ -42,7 +43,46 @@ void journal_done(Journal *j) {
         image_list_free(&j->images);
         journal_pending_clear(j);
         tree_list_done(&j->trees);
+        generations_free(j->generations, j->n_generations);
+        pin_list_done(&j->pins);
+        free(j->rollback_reason);
+        free(j->rollback_error);
         *j = (Journal) {};
+}
+
+int journal_record_generation(Journal *j, uint64_t generation, uint64_t when, const int mutable[static _IMAGE_CLASS_MAX],
+                              bool forced, const ImageList *images, unsigned keep) {
+        Generation g = {};
+        int r;
+
+        r = generation_from_images(generation, when, mutable, forced, images, &g);
+        if (r < 0)
+                return r;
+        r = generations_push(&j->generations, &j->n_generations, &g, keep);
+        generation_done(&g);
+        return r;
+}
+
+void journal_confirm_clear(Journal *j) {
+        j->confirm_generation = j->confirm_since = j->confirm_deadline = j->confirm_target = 0;
+}
+
+int journal_set_rollback(Journal *j, uint64_t when, uint64_t from, uint64_t to, const char *reason, const char *error) {
+        char *r = strdup(reason), *e = error ? strdup(error) : NULL;
+
+        if (!r || (error && !e)) {
+                free(r);
+                free(e);
+                return -ENOMEM;
+        }
+        free(j->rollback_reason);
+        free(j->rollback_error);
+        j->rollback_reason = r;
+        j->rollback_error = e;
+        j->rollback_when = when;
+        j->rollback_from = from;
+        j->rollback_to = to;
+        return 0;
 }
 
 JournalHierarchy *journal_find_hierarchy(Journal *j, const char *hierarchy) {
@@ -145,6 +185,174 @@ static bool hierarchy_name_valid(const char *s) {
         return utf8_is_valid(s) && !string_has_control(s);
 }
 
+#define VERSION_MAX_LEN 255
+#define MESSAGE_MAX_LEN 4096
+
+static bool version_valid(const char *v) {
+        return !v || (!isempty(v) && utf8_is_valid(v) && !string_has_control(v) && !strchr(v, '/'));
+}
+
+static int generation_from_json(json_object *e, Generation *ret) {
+        Generation g = {};
+        json_object *m, *a;
+        int r;
+
+        if (!json_object_is_type(e, json_type_object) || json_get_u64(e, "generation", &g.generation) < 0 ||
+            json_get_u64(e, "when", &g.when) < 0 || json_get_bool(e, "forced", &g.forced) < 0)
+                return -EBADMSG;
+        m = json_get_object(e, "mutable");
+        if (!m)
+                return -EBADMSG;
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                _cleanup_free_ char *v = NULL;
+
+                if (json_get_string(m, image_class_to_string(k), 64, &v) < 0)
+                        return -EBADMSG;
+                g.mutable[k] = mutable_mode_from_string(v);
+                if (g.mutable[k] < 0)
+                        return -EBADMSG;
+        }
+        a = json_get_array(e, "images");
+        if (!a)
+                return -EBADMSG;
+        r = image_list_from_json(a, IMAGE_JSON_JOURNAL, &g.images);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < g.images.n; i++)
+                if (image_name_invalid_reason(g.images.images[i].name) || !version_valid(g.images.images[i].version)) {
+                        generation_done(&g);
+                        return -EBADMSG;
+                }
+        *ret = g;
+        return 0;
+}
+
+static json_object *generation_to_json(const Generation *g) {
+        json_object *e = json_object_new_object(), *m = json_object_new_object();
+
+        json_object_object_add(e, "generation", json_object_new_uint64(g->generation));
+        json_object_object_add(e, "when", json_object_new_uint64(g->when));
+        json_object_object_add(e, "forced", json_object_new_boolean(g->forced));
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                json_object_object_add(m, image_class_to_string(k), json_object_new_string(mutable_mode_to_string(g->mutable[k])));
+        json_object_object_add(e, "mutable", m);
+        json_object_object_add(e, "images", image_list_to_json(&g->images, IMAGE_JSON_JOURNAL));
+        return e;
+}
+
+/* The optional parts: history, pins, confirmation, last rollback. */
+static int history_from_json(json_object *root, Journal *j) {
+        json_object *a, *o;
+        int r;
+
+        a = json_get_array(root, "generations");
+        if (json_object_object_get_ex(root, "generations", NULL) && !a)
+                return -EBADMSG;
+        for (size_t i = 0; a && i < json_object_array_length(a); i++) {
+                Generation g = {};
+
+                if (i >= JOURNAL_GENERATIONS_MAX)
+                        return -EBADMSG;
+                r = generation_from_json(json_object_array_get_idx(a, i), &g);
+                if (r < 0)
+                        return r;
+                /* Oldest first, each once. */
+                if (j->n_generations > 0 && g.generation <= j->generations[j->n_generations - 1].generation) {
+                        generation_done(&g);
+                        return -EBADMSG;
+                }
+                r = generations_push(&j->generations, &j->n_generations, &g, JOURNAL_GENERATIONS_MAX);
+                generation_done(&g);
+                if (r < 0)
+                        return r;
+        }
+
+        a = json_get_array(root, "pins");
+        if (json_object_object_get_ex(root, "pins", NULL) && !a)
+                return -EBADMSG;
+        for (size_t i = 0; a && i < json_object_array_length(a); i++) {
+                json_object *e = json_object_array_get_idx(a, i);
+                _cleanup_free_ char *klass = NULL, *name = NULL, *version = NULL, *from = NULL;
+                uint64_t generation;
+                Pin *n;
+                int k;
+
+                if (i >= 4096 || json_get_string(e, "class", 64, &klass) < 0 || (k = image_class_from_string(klass)) < 0 ||
+                    json_get_string(e, "name", IMAGE_NAME_MAX, &name) < 0 || image_name_invalid_reason(name) ||
+                    json_get_string_or_null(e, "version", VERSION_MAX_LEN, &version) < 0 || !version_valid(version) ||
+                    json_get_string_or_null(e, "from_version", VERSION_MAX_LEN, &from) < 0 || !version_valid(from) ||
+                    json_get_u64(e, "generation", &generation) < 0 || pin_find(&j->pins, k, name))
+                        return -EBADMSG;
+                n = realloc(j->pins.pins, sizeof(Pin) * (j->pins.n + 1));
+                if (!n)
+                        return -ENOMEM;
+                j->pins.pins = n;
+                n[j->pins.n++] = (Pin) { .klass = k, .name = TAKE_PTR(name), .version = TAKE_PTR(version),
+                                         .from_version = TAKE_PTR(from), .generation = generation };
+        }
+
+        if (json_object_object_get_ex(root, "confirm", &o) && o) {
+                if (!json_object_is_type(o, json_type_object) || json_get_u64(o, "generation", &j->confirm_generation) < 0 ||
+                    json_get_u64(o, "since", &j->confirm_since) < 0 || json_get_u64(o, "deadline", &j->confirm_deadline) < 0 ||
+                    json_get_u64(o, "target", &j->confirm_target) < 0 || j->confirm_generation == 0 ||
+                    j->confirm_deadline < j->confirm_since || j->confirm_deadline - j->confirm_since > JOURNAL_CONFIRM_MAX_USEC)
+                        return -EBADMSG;
+        }
+
+        if (json_object_object_get_ex(root, "last_rollback", &o) && o) {
+                if (!json_object_is_type(o, json_type_object) || json_get_u64(o, "when", &j->rollback_when) < 0 ||
+                    json_get_u64(o, "from", &j->rollback_from) < 0 || json_get_u64(o, "to", &j->rollback_to) < 0 ||
+                    json_get_string(o, "reason", 64, &j->rollback_reason) < 0 ||
+                    !STR_IN_SET(j->rollback_reason, "command", "deadline") ||
+                    json_get_string_or_null(o, "error", MESSAGE_MAX_LEN, &j->rollback_error) < 0 ||
+                    (j->rollback_error && (!utf8_is_valid(j->rollback_error) || string_has_control(j->rollback_error))))
+                        return -EBADMSG;
+        }
+        return 0;
+}
+
+static void history_to_json(const Journal *j, json_object *root) {
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; i < j->n_generations; i++)
+                json_object_array_add(a, generation_to_json(&j->generations[i]));
+        json_object_object_add(root, "generations", a);
+
+        a = json_object_new_array();
+        for (size_t i = 0; i < j->pins.n; i++) {
+                const Pin *p = &j->pins.pins[i];
+                json_object *e = json_object_new_object();
+
+                json_object_object_add(e, "class", json_object_new_string(image_class_to_string(p->klass)));
+                json_object_object_add(e, "name", json_object_new_string(p->name));
+                json_object_object_add(e, "version", json_new_string_or_null(p->version));
+                json_object_object_add(e, "from_version", json_new_string_or_null(p->from_version));
+                json_object_object_add(e, "generation", json_object_new_uint64(p->generation));
+                json_object_array_add(a, e);
+        }
+        json_object_object_add(root, "pins", a);
+
+        if (j->confirm_generation > 0) {
+                json_object *o = json_object_new_object();
+
+                json_object_object_add(o, "generation", json_object_new_uint64(j->confirm_generation));
+                json_object_object_add(o, "since", json_object_new_uint64(j->confirm_since));
+                json_object_object_add(o, "deadline", json_object_new_uint64(j->confirm_deadline));
+                json_object_object_add(o, "target", json_object_new_uint64(j->confirm_target));
+                json_object_object_add(root, "confirm", o);
+        }
+        if (j->rollback_reason) {
+                json_object *o = json_object_new_object();
+
+                json_object_object_add(o, "when", json_object_new_uint64(j->rollback_when));
+                json_object_object_add(o, "from", json_object_new_uint64(j->rollback_from));
+                json_object_object_add(o, "to", json_object_new_uint64(j->rollback_to));
+                json_object_object_add(o, "reason", json_object_new_string(j->rollback_reason));
+                json_object_object_add(o, "error", json_new_string_or_null(j->rollback_error));
+                json_object_object_add(root, "last_rollback", o);
+        }
+}
+
 int journal_from_json(const char *text, Journal *ret) {
         _cleanup_json_ json_object *root = NULL;
         _cleanup_journal_ Journal j = {};
@@ -184,6 +392,9 @@ int journal_from_json(const char *text, Journal *ret) {
         if (!a)
                 return -EBADMSG;
         r = image_list_from_json(a, IMAGE_JSON_JOURNAL, &j.images);
+        if (r < 0)
+                return r;
+        r = history_from_json(root, &j);
         if (r < 0)
                 return r;
 
@@ -250,6 +461,7 @@ int journal_to_json(const Journal *j, char **ret) {
                 json_object_array_add(a, e);
         }
         json_object_object_add(root, "images", image_list_to_json(&j->images, IMAGE_JSON_JOURNAL));
+        history_to_json(j, root);
 
         if (j->pending) {
                 json_object *p = json_object_new_object();

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "generation.h"
 #include "image.h"
 #include "tree.h"
 
@@ -16,6 +17,11 @@
  *                   and, while a transition runs, the pending record written before the swap;
  *                   a delayed transition (sysextd(8), DELAYED UPDATES) keeps its pending
  *                   record, with when the delay began and when it ends, until it is committed;
+ *                   It also keeps the history (generation.h): the last Generations= generations
+ *                   with their images by identity and mutable modes, the pins of the last
+ *                   rollback, a refresh waiting for confirmation (sysextd confirm) with its
+ *                   deadline, and the last rollback with what caused it (sysextd(8), ROLLBACK);
+ *                   all optional, so that a file written before them loads with none;
  *   trees/ID.json   one record per tree sysextd attached and has not detached (tree.h): the
  *                   identity that proves a mount is ours.
  *
@@ -56,6 +62,19 @@ typedef struct Journal {
         size_t n_transitions;
 
         TreeList trees; /* from trees/ */
+
+        /* History and rollback (generation.h, sysextd(8) ROLLBACK).  Optional in state.json. */
+        Generation *generations; /* oldest first, at most Generations= */
+        size_t n_generations;
+        PinList pins;
+        /* A refresh with --confirm-within=: the generation waiting, since when and until when
+         * (CLOCK_REALTIME µs), and the generation a passed deadline rolls back to; 0: none. */
+        uint64_t confirm_generation, confirm_since, confirm_deadline, confirm_target;
+        /* The last rollback: when, from and to which generation, why ("command", "deadline"),
+         * and, when a deadline's rollback failed, why it did (NULL otherwise).  0: none yet. */
+        uint64_t rollback_when, rollback_from, rollback_to;
+        char *rollback_reason;
+        char *rollback_error;
 } Journal;
 
 #define JOURNAL_DIR "run/sysextd"
@@ -64,6 +83,9 @@ typedef struct Journal {
 /* The longest delay a transition may have (a year): --delay= and Delay= are checked against it,
  * and a state.json that says more is not sysextd's. */
 #define JOURNAL_DELAY_MAX_USEC (365ULL * 86400ULL * 1000000ULL)
+/* Generations= and --confirm-within= are checked against these, as is state.json. */
+#define JOURNAL_GENERATIONS_MAX 64
+#define JOURNAL_CONFIRM_MAX_USEC JOURNAL_DELAY_MAX_USEC
 
 void journal_done(Journal *j);
 #define _cleanup_journal_ _cleanup_(journal_done)
@@ -84,6 +106,14 @@ int journal_save(int dir_fd, const Journal *j);
 JournalHierarchy *journal_find_hierarchy(Journal *j, const char *hierarchy);
 /* Sets the tree of a hierarchy (adding the entry when missing); tree may be NULL. */
 int journal_set_tree(Journal *j, const char *hierarchy, const char *tree);
+
+/* Records generation g of the images and modes given as the newest of the history, keeping at
+ * most keep. */
+int journal_record_generation(Journal *j, uint64_t generation, uint64_t when, const int mutable[static _IMAGE_CLASS_MAX],
+                              bool forced, const ImageList *images, unsigned keep);
+void journal_confirm_clear(Journal *j);
+/* Records the last rollback (error may be NULL). */
+int journal_set_rollback(Journal *j, uint64_t when, uint64_t from, uint64_t to, const char *reason, const char *error);
 
 void journal_pending_clear(Journal *j);
 /* Whether the pending record is of a delayed transition. */

@@ -11,6 +11,7 @@
  *   TrustedCertificates=/etc/verity.d
  *   Strict=no
  *   Delay=0                      # seconds a transition waits for namespaces to commit (0: none)
+ *   Generations=3                # generations the journal keeps for rollback (1-64)
  *   FollowMachines=no            # the daemon follows every machine of systemd-machined (follow.c)
  *   [ConfigurationExtensions]
  *   SearchPaths=/run/confexts /var/lib/confexts /usr/local/lib/confexts /usr/lib/confexts
@@ -184,6 +185,8 @@ static int set_default(Parser *p, const char *section, const char *key) {
                 p->engine->allow_degraded = d.allow_degraded;
         else if (streq(key, "Delay"))
                 p->engine->delay_usec = d.delay_usec;
+        else if (streq(key, "Generations"))
+                p->engine->generations = d.generations;
         else if (streq(key, "FollowMachines"))
                 p->daemon->follow_machines = false;
         else if (streq(key, "IdleTimeoutSec"))
@@ -201,6 +204,7 @@ static const char *const known[][2] = {
         { "Extensions", "TrustedCertificates" },
         { "Extensions", "Strict" },
         { "Extensions", "Delay" },
+        { "Extensions", "Generations" },
         { "Extensions", "FollowMachines" },
         { "ConfigurationExtensions", "SearchPaths" },
         { "ConfigurationExtensions", "Hierarchies" },
@@ -276,6 +280,17 @@ static int assign(Parser *p, const char *section, const char *key, const char *v
                 r = parse_seconds(value, JOURNAL_DELAY_MAX_USEC, &v);
                 if (r >= 0)
                         p->engine->delay_usec = v;
+        } else if (streq(key, "Generations")) {
+                char *end;
+                unsigned long v;
+
+                what = "a number of generations from 1 to 64";
+                errno = 0;
+                v = strtoul(value, &end, 10);
+                if (errno || end == value || *end || value[0] == '-' || v < 1 || v > JOURNAL_GENERATIONS_MAX)
+                        r = -EINVAL;
+                else
+                        p->engine->generations = (unsigned) v;
         } else if (streq(key, "FollowMachines")) {
                 r = parse_bool(value, &b), what = "a boolean";
                 if (r >= 0)

@@ -17,6 +17,7 @@ static const char *const verb_names[_ENGINE_VERB_MAX] = {
         [ENGINE_MERGE] = "merge",
         [ENGINE_REFRESH] = "refresh",
         [ENGINE_UNMERGE] = "unmerge",
+        [ENGINE_ROLLBACK] = "rollback",
 };
 
 const char *engine_verb_to_string(EngineVerb v) {

@@ -18,6 +18,8 @@ typedef enum EngineVerb {
         ENGINE_MERGE,
         ENGINE_REFRESH,
         ENGINE_UNMERGE,
+        ENGINE_ROLLBACK, /* a refresh to the images of an earlier generation (engine.h); the steps
+                          * below the engine see a refresh */
         _ENGINE_VERB_MAX,
 } EngineVerb;
 

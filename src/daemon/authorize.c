@@ -5,6 +5,7 @@
  * Pure functions of the options and the configuration; bus-service.c asks polkit.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,14 @@ int authorize_details(const EngineConfig *c, EngineVerb verb, const EngineOption
                 return -ENOMEM;
 
         r = push_pair(&l, "verb", engine_verb_to_string(verb));
+        if (r >= 0 && verb == ENGINE_ROLLBACK) {
+                char buf[32];
+
+                snprintf(buf, sizeof(buf), "%" PRIu64, o->rollback_to);
+                r = push_pair(&l, "generation", buf);
+                if (r >= 0)
+                        r = push_pair(&l, "unpin", true_false(o->unpin));
+        }
         if (r >= 0)
                 r = push_pair(&l, "class", class_list);
         if (r >= 0)
@@ -189,6 +198,19 @@ int authorize_follow_details(bool follow, pid_t pid, char ***ret) {
         r = push_pair(&l, "verb", follow ? "follow" : "unfollow");
         if (r >= 0)
                 r = push_pair(&l, "pid", buf);
+        if (r >= 0)
+                r = push_pair(&l, "unsafe", "");
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+int authorize_confirm_details(char ***ret) {
+        _cleanup_strv_free_ char **l = NULL;
+        int r;
+
+        r = push_pair(&l, "verb", "confirm");
         if (r >= 0)
                 r = push_pair(&l, "unsafe", "");
         if (r < 0)

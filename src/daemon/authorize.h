@@ -47,7 +47,9 @@ static inline const char *authorize_action(unsigned unsafe) {
 char *authorize_unsafe_to_string(const EngineConfig *c, const EngineOptions *o);
 
 /* The polkit details of a call (CheckAuthorization's a{ss}), as key, value, key, value, ...:
- *   verb            merge, refresh or unmerge
+ *   verb            merge, refresh, unmerge or rollback
+ *   generation      rollback only: the generation asked for ("0": the one before the live one)
+ *   unpin           rollback only: "true" or "false"
  *   class           the classes the call covers, space-separated ("sysext confext")
  *   force, always-refresh, strict, no-reload     "true" or "false"
  *   image-policy    the policy in effect: the caller's, else the configured one
@@ -73,3 +75,8 @@ int authorize_follow_details(bool follow, pid_t pid, char ***ret);
  *   unit            the unit whose namespaces are committed, ""
  *   unsafe          "" */
 int authorize_commit_details(pid_t pid, const char *unit, char ***ret);
+
+/* The polkit details of a Confirm call (always org.sysextd1.manage, as Refresh):
+ *   verb            confirm
+ *   unsafe          "" */
+int authorize_confirm_details(char ***ret);

@@ -67,5 +67,18 @@
 /* FollowFailed(t namespace, i pid, s message): after a transition, a followed namespace whose
  * update failed (it keeps what it showed) */
 
+/* GetRollback() -> (tttt) confirm, (tttss) last_rollback, a(sssst) pins, a(ttba(ssss)) generations
+ * (sysextd(8), ROLLBACK):
+ *   confirm: the generation waiting for confirmation, since, deadline (CLOCK_REALTIME µs) and the
+ *            generation the deadline rolls back to; all 0 when none waits
+ *   last_rollback: when, from, to, reason ("command", "deadline"; "" when there was none), error
+ *            ("" unless a deadline's rollback failed)
+ *   pins: class, name, version ("": kept out), from_version ("": none), generation rolled back to
+ *   generations: generation, when, forced, images (class, name, version or "", path) */
+#define SYSEXTD_CONFIRM_STRUCT "(tttt)"
+#define SYSEXTD_LAST_ROLLBACK_STRUCT "(tttss)"
+#define SYSEXTD_PIN_STRUCT "(sssst)"
+#define SYSEXTD_GENERATION_STRUCT "(ttba(ssss))"
+
 /* How long a client waits for a transition. */
 #define SYSEXTD_CALL_TIMEOUT_USEC (15ULL * 60ULL * 1000000ULL)

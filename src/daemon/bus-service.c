@@ -284,6 +284,7 @@ typedef struct Mutation {
         bool is_follow;
         bool follow; /* Follow, not Unfollow */
         bool is_commit;
+        bool is_confirm;
         bool self;   /* Commit: the caller's own namespace (not authorized) */
         char *unit;  /* Commit: the unit whose namespaces are committed (owned) */
         pid_t pid;   /* Follow, Unfollow, Commit (0: every namespace, or the unit's) */
@@ -291,6 +292,8 @@ typedef struct Mutation {
 } Mutation;
 
 static const char *mutation_name(const Mutation *x) {
+        if (x->is_confirm)
+                return "confirm";
         if (x->is_commit)
                 return "commit";
         if (x->is_follow)
@@ -300,6 +303,8 @@ static const char *mutation_name(const Mutation *x) {
 
 /* Hands the call to the daemon's queue (the pidfd goes with it). */
 static int mutation_queue(Manager *m, sd_bus_message *request, Mutation *x) {
+        if (x->is_confirm)
+                return m->ops->queue_confirm(m, request);
         if (x->is_commit)
                 return m->ops->queue_commit(m, request, TAKE_FD(x->pidfd), x->pid, TAKE_PTR(x->unit), x->self);
         if (x->is_follow)
@@ -458,7 +463,9 @@ static int polkit_query_new(Manager *m, sd_bus_message *message, const Authoriza
         _cleanup_strv_free_ char **details = NULL;
         int r;
 
-        if (a->call.is_commit)
+        if (a->call.is_confirm)
+                r = authorize_confirm_details(&details);
+        else if (a->call.is_commit)
                 r = authorize_commit_details(a->call.pid, a->call.unit, &details);
         else if (a->call.is_follow)
                 r = authorize_follow_details(a->call.follow, a->call.pid, &details);
@@ -514,7 +521,8 @@ static int authorize_and_queue(Manager *m, sd_bus_message *message, Mutation *x,
                 return -ENOMEM;
         }
         *a = (Authorization) { .manager = m, .request = sd_bus_message_ref(message), .call = *x,
-                               .unsafe = x->is_follow || x->is_commit ? 0 : authorize_unsafe(&m->engine->config, &x->options),
+                               .unsafe = x->is_follow || x->is_commit || x->is_confirm ? 0
+                                                                                       : authorize_unsafe(&m->engine->config, &x->options),
                                .interactive = sd_bus_message_get_allow_interactive_authorization(message) > 0 };
         x->pidfd = -EBADF; /* the authorization's now, as is the unit */
         x->unit = NULL;
@@ -541,6 +549,7 @@ static int authorize_and_queue(Manager *m, sd_bus_message *message, Mutation *x,
 }
 
 #define KNOWN_OPTIONS "always-refresh, class, confext-mutable, delay, force, image-policy, mutable, no-reload, noexec, strict, sysext-mutable"
+/* Of one method only: Refresh's confirm-within (t, seconds), Rollback's unpin (b). */
 
 static int read_option_string(sd_bus_message *message, const char *key, const char **ret, sd_bus_error *error) {
         _cleanup_free_ char *safe = NULL;
@@ -556,7 +565,7 @@ static int read_option_string(sd_bus_message *message, const char *key, const ch
         return sd_bus_message_read(message, "v", "s", ret);
 }
 
-static int parse_options(sd_bus_message *message, EngineOptions *o, sd_bus_error *error) {
+static int parse_options(sd_bus_message *message, EngineVerb verb, EngineOptions *o, sd_bus_error *error) {
         int r, any_mutable = -1;
 
         r = sd_bus_message_enter_container(message, 'a', "{sv}");
@@ -618,6 +627,25 @@ static int parse_options(sd_bus_message *message, EngineOptions *o, sd_bus_error
                                                          (unsigned long long) sec);
                         else
                                 o->delay_usec = sec * 1000000ULL;
+                } else if (streq(key, "confirm-within") && verb == ENGINE_REFRESH) {
+                        uint64_t sec;
+
+                        r = sd_bus_message_peek_type(message, NULL, &contents);
+                        if (r < 0)
+                                return r;
+                        if (!streq(contents, "t"))
+                                return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION,
+                                                         "Option 'confirm-within' takes a number of seconds (t), not '%s'.",
+                                                         string_safe(contents, &safe));
+                        r = sd_bus_message_read(message, "v", "t", &sec);
+                        if (r < 0)
+                                return r;
+                        if (sec == 0 || sec > JOURNAL_CONFIRM_MAX_USEC / 1000000ULL)
+                                return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION,
+                                                         "Option 'confirm-within' is 1 to %llu seconds (a year), not %llu.",
+                                                         (unsigned long long) (JOURNAL_CONFIRM_MAX_USEC / 1000000ULL),
+                                                         (unsigned long long) sec);
+                        o->confirm_within_usec = sec * 1000000ULL;
                 } else if (streq(key, "image-policy")) {
                         int k;
                         r = read_option_string(message, key, &v, error);
@@ -638,6 +666,8 @@ static int parse_options(sd_bus_message *message, EngineOptions *o, sd_bus_error
                                 target = &o->always_refresh;
                         else if (streq(key, "strict"))
                                 target = &o->strict;
+                        else if (streq(key, "unpin") && verb == ENGINE_ROLLBACK)
+                                target = &o->unpin;
                         else if (!streq(key, "noexec"))
                                 return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION, "Unknown option '%s' (known: %s).",
                                                          string_safe(key, &safe), KNOWN_OPTIONS);
@@ -673,7 +703,57 @@ static int method_transition(sd_bus_message *message, void *userdata, sd_bus_err
         Mutation x = { .verb = verb, .options = ENGINE_OPTIONS_INIT, .pidfd = -EBADF };
         int r;
 
-        r = parse_options(message, &x.options, error);
+        r = parse_options(message, verb, &x.options, error);
+        if (r < 0)
+                return r;
+        r = authorize_and_queue(m, message, &x, error);
+        return r < 0 ? r : 1;
+}
+
+/* Rollback(t generation, a{sv} options): generation 0 is the newest kept before the live one;
+ * options as Refresh's, and unpin (b): the pins go and a refresh runs instead. */
+static int method_rollback(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        Mutation x = { .verb = ENGINE_ROLLBACK, .options = ENGINE_OPTIONS_INIT, .pidfd = -EBADF };
+        uint64_t generation;
+        int r;
+
+        r = sd_bus_message_read(message, "t", &generation);
+        if (r < 0)
+                return r;
+        r = parse_options(message, ENGINE_ROLLBACK, &x.options, error);
+        if (r < 0)
+                return r;
+        if (generation > 0 && x.options.unpin)
+                return sd_bus_error_set(error, SYSEXTD_ERROR_INVALID_OPTION,
+                                        "Rollback takes a generation or the option unpin, not both.");
+        x.options.rollback_to = generation;
+        r = authorize_and_queue(m, message, &x, error);
+        return r < 0 ? r : 1;
+}
+
+/* Confirm(a{sv} options): no option is known yet. */
+static int method_confirm(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_free_ char *safe = NULL;
+        Mutation x = { .is_confirm = true, .pidfd = -EBADF };
+        const char *key;
+        int r;
+
+        r = sd_bus_message_enter_container(message, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_enter_container(message, 'e', "sv");
+        if (r < 0)
+                return r;
+        if (r > 0) {
+                r = sd_bus_message_read(message, "s", &key);
+                if (r < 0)
+                        return r;
+                return sd_bus_error_setf(error, SYSEXTD_ERROR_INVALID_OPTION, "Unknown option '%s' of Confirm (it takes none).",
+                                         string_safe(key, &safe));
+        }
+        r = sd_bus_message_exit_container(message);
         if (r < 0)
                 return r;
         r = authorize_and_queue(m, message, &x, error);
@@ -949,7 +1029,7 @@ static int method_list_images(sd_bus_message *message, void *userdata, sd_bus_er
                 EngineOptions o = ENGINE_OPTIONS_INIT;
 
                 /* Only the class is meaningful for a listing; the rest is checked all the same. */
-                r = parse_options(message, &o, error);
+                r = parse_options(message, _ENGINE_VERB_MAX, &o, error);
                 if (r < 0)
                         return r;
         }
@@ -1009,6 +1089,86 @@ static int method_get_delay(sd_bus_message *message, void *userdata, sd_bus_erro
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);
+}
+
+/* GetRollback(): the journal's history, pins and deadline (bus-api.h). */
+static int method_get_rollback(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_journal_ Journal j = {};
+        int r;
+
+        r = engine_history(m->engine, &j);
+        if (r < 0)
+                return sd_bus_error_setf(error, SYSEXTD_ERROR_FAILED, "Failed to read the journal: %s", strerror(-r));
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, SYSEXTD_CONFIRM_STRUCT, j.confirm_generation, j.confirm_since, j.confirm_deadline,
+                                          j.confirm_target);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'r', "tttss");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "ttt", j.rollback_when, j.rollback_from, j.rollback_to);
+        if (r >= 0)
+                r = append_string(reply, strempty(j.rollback_reason));
+        if (r >= 0)
+                r = append_string(reply, strempty(j.rollback_error));
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', SYSEXTD_PIN_STRUCT);
+        for (size_t i = 0; r >= 0 && i < j.pins.n; i++) {
+                const Pin *p = &j.pins.pins[i];
+
+                r = sd_bus_message_open_container(reply, 'r', "sssst");
+                if (r >= 0)
+                        r = append_string(reply, image_class_to_string(p->klass));
+                if (r >= 0)
+                        r = append_string(reply, p->name);
+                if (r >= 0)
+                        r = append_string(reply, strempty(p->version));
+                if (r >= 0)
+                        r = append_string(reply, strempty(p->from_version));
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "t", p->generation);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', SYSEXTD_GENERATION_STRUCT);
+        for (size_t i = 0; r >= 0 && i < j.n_generations; i++) {
+                const Generation *g = &j.generations[i];
+
+                r = sd_bus_message_open_container(reply, 'r', "ttba(ssss)");
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "ttb", g->generation, g->when, g->forced);
+                if (r >= 0)
+                        r = sd_bus_message_open_container(reply, 'a', "(ssss)");
+                for (size_t k = 0; r >= 0 && k < g->images.n; k++) {
+                        const Image *img = &g->images.images[k];
+
+                        r = sd_bus_message_open_container(reply, 'r', "ssss");
+                        if (r >= 0)
+                                r = append_string(reply, image_class_to_string(img->klass));
+                        if (r >= 0)
+                                r = append_string(reply, img->name);
+                        if (r >= 0)
+                                r = append_string(reply, strempty(img->version));
+                        if (r >= 0)
+                                r = append_string(reply, img->path);
+                        if (r >= 0)
+                                r = sd_bus_message_close_container(reply);
+                }
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
 }
 
 static int method_get_status(sd_bus_message *message, void *userdata, sd_bus_error *error) {
@@ -1242,6 +1402,16 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("Unmerge", SD_BUS_ARGS("a{sv}", options),
                                 SD_BUS_RESULT("t", generation, "b", changed, "a(us)", messages), method_unmerge,
                                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Rollback", SD_BUS_ARGS("t", generation, "a{sv}", options),
+                                SD_BUS_RESULT("t", generation, "b", changed, "a(us)", messages), method_rollback,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Confirm", SD_BUS_ARGS("a{sv}", options),
+                                SD_BUS_RESULT("t", generation, "b", changed, "a(us)", messages), method_confirm,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetRollback", SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT(SYSEXTD_CONFIRM_STRUCT, confirm, SYSEXTD_LAST_ROLLBACK_STRUCT, last_rollback,
+                                              "a" SYSEXTD_PIN_STRUCT, pins, "a" SYSEXTD_GENERATION_STRUCT, generations),
+                                method_get_rollback, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Follow", SD_BUS_ARGS("h", pidfd), SD_BUS_NO_RESULT, method_follow, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Unfollow", SD_BUS_ARGS("h", pidfd), SD_BUS_NO_RESULT, method_follow,
                                 SD_BUS_VTABLE_UNPRIVILEGED),

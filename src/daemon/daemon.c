@@ -5,7 +5,12 @@
  * The bus loop never does mount work.  Merge, Refresh and Unmerge become jobs that run the
  * engine in a worker process (worker.c); they are queued and run one at a time in arrival
  * order (the engine's lock also serialises them against `sysextd --no-bus` and the boot
- * unit).  Follow and Unfollow are jobs of the same queue: engine_follow() in a worker, on the
+ * unit).  Rollback is a transition job like Refresh; Confirm is a job of the same queue
+ * (engine_confirm() in a worker: it takes the engine's lock).  A refresh with --confirm-within=
+ * leaves a deadline in the journal; the daemon arms a timer for it whenever it reads the journal
+ * (at start too: a deadline that passed while it was not running rolls back at once), queues a
+ * rollback (EngineOptions.deadline) when it passes, and does not exit when idle meanwhile.
+ * Follow and Unfollow are jobs of the same queue: engine_follow() in a worker, on the
  * PID of the caller's pidfd, which the job holds until it has run (checked again in the
  * worker: a process that exited meanwhile is refused, never its PID's next owner).  After
  * every transition job that succeeded, the followed namespaces it updated are read back and
@@ -112,6 +117,7 @@ static int manager_queue_job(Manager *m, Job *j);
 static int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o);
 static void manager_update_idle(Manager *m);
 static void manager_update_delay(Manager *m, uint64_t deadline);
+static void manager_update_confirm(Manager *m, uint64_t deadline);
 
 /* ---- in the worker ---------------------------------------------------------------------- */
 
@@ -264,6 +270,22 @@ static int run_commit(void *userdata, json_object *doc, int **ret_fds, size_t *r
         return e->result.r;
 }
 
+/* Confirm: the deadline of a refresh --confirm-within= goes. */
+static int run_confirm(void *userdata, json_object *doc, int **ret_fds, size_t *ret_n_fds) {
+        Job *j = userdata;
+        Engine *e = j->manager->engine;
+        Collected c = { .messages = json_object_new_array() };
+
+        log_set_sink(collect, &c);
+        (void) engine_confirm(e);
+        log_set_sink(NULL, NULL);
+        if (e->result.r > 0)
+                e->result.changed = true;
+        add_result(doc, &e->result);
+        json_object_object_add(doc, "messages", c.messages);
+        return e->result.r;
+}
+
 static int run_list(void *userdata, json_object *doc, int **ret_fds, size_t *ret_n_fds) {
         Job *j = userdata;
         Engine *e = j->manager->engine;
@@ -292,6 +314,7 @@ static void manager_emit_changes(Manager *m) {
         if (engine_status(m->engine, NULL, &s) < 0)
                 return;
         manager_update_delay(m, s.pending && s.delay_deadline > 0 ? s.delay_deadline : 0);
+        manager_update_confirm(m, s.journal.confirm_generation > 0 ? s.journal.confirm_deadline : 0);
         if (s.generation == m->generation)
                 return;
         m->generation = s.generation;
@@ -383,7 +406,7 @@ static void job_finish(Job *j) {
                                                        WIFSIGNALED(j->status) ? strsignal(WTERMSIG(j->status))
                                                        : WEXITSTATUS(j->status)  ? "non-zero"
                                                                                  : "0");
-                else if (IN_SET(j->type, JOB_TRANSITION, JOB_COMMIT))
+                else if (IN_SET(j->type, JOB_TRANSITION, JOB_COMMIT, JOB_CONFIRM))
                         r = bus_reply_transition(j->requests[i], doc);
                 else if (j->type == JOB_FOLLOW)
                         r = bus_reply_follow(j->requests[i], doc);
@@ -409,6 +432,17 @@ static void job_finish(Job *j) {
 
                         (void) json_get_u64(doc, "generation", &generation);
                         unit_jobs_take(m, json_get_array(doc, "unit_jobs"), generation);
+                        /* The confirmation deadline's rollback has nobody to answer: its outcome
+                         * goes to the log (status shows it too). */
+                        if (j->verb == ENGINE_ROLLBACK && j->options.deadline && n_requests == 0) {
+                                json_object *e = NULL;
+                                const char *why = json_object_object_get_ex(doc, "error", &e) && e ? json_object_get_string(e) : "";
+
+                                if (doc_succeeded(doc))
+                                        log_info("The deadline's rollback is done: generation %" PRIu64 " is live.", generation);
+                                else
+                                        log_error("The deadline's rollback failed: %s", isempty(why) ? "see status" : why);
+                        }
                 }
                 m->queue = j->next;
                 job_free(j);
@@ -470,6 +504,7 @@ static int job_start(Job *j) {
         r = worker_start(j->type == JOB_TRANSITION ? run_transition
                          : j->type == JOB_FOLLOW   ? run_follow
                          : j->type == JOB_COMMIT   ? run_commit
+                         : j->type == JOB_CONFIRM  ? run_confirm
                                                    : run_list,
                          j, &j->pid, &j->fd);
         if (r < 0)
@@ -490,6 +525,8 @@ static int job_start(Job *j) {
                                   (int) j->target);
         else if (j->type == JOB_COMMIT)
                 (void) sd_notify(false, "STATUS=Committing the delayed transition.");
+        else if (j->type == JOB_CONFIRM)
+                (void) sd_notify(false, "STATUS=Confirming the generation.");
         return 0;
 }
 
@@ -574,6 +611,59 @@ static int manager_queue_commit(Manager *m, sd_bus_message *request, int pidfd, 
         j->unit = TAKE_PTR(u);
         j->self = self;
         return manager_queue_job(m, j);
+}
+
+static int manager_queue_confirm(Manager *m, sd_bus_message *request) {
+        Job *j;
+
+        if (m->exiting) {
+                (void) sd_bus_reply_method_errorf(request, SYSEXTD_ERROR_BUSY, "sysextd is shutting down; the request was not run.");
+                return 0;
+        }
+        j = job_new(m, JOB_CONFIRM, request);
+        if (!j)
+                return -ENOMEM;
+        return manager_queue_job(m, j);
+}
+
+static int on_confirm_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        EngineOptions o = ENGINE_OPTIONS_INIT;
+
+        log_warning("The generation waiting for confirmation was not confirmed in time; rolling back.");
+        /* Met once: the job's end sets the timer again if the journal still says so (the
+         * engine ends the wait whether the rollback succeeds or fails). */
+        m->confirm_deadline = 0;
+        o.deadline = true;
+        o.no_reload = !streq(m->engine->root, "/");
+        if (manager_queue_transition(m, NULL, ENGINE_ROLLBACK, &o) < 0)
+                log_warning("Failed to queue the rollback of the generation that was not confirmed; trying again in a minute.");
+        manager_update_idle(m);
+        return 0;
+}
+
+/* Arms (or disarms) the confirmation deadline's timer from what the journal says. */
+static void manager_update_confirm(Manager *m, uint64_t deadline) {
+        uint64_t when = deadline;
+
+        /* Passed already, and its timer has fired (the rollback did not run, or failed to
+         * record): again in a minute, not in a loop. */
+        if (deadline > 0 && deadline <= now_realtime_usec() && m->confirm_timer &&
+            sd_event_source_get_enabled(m->confirm_timer, NULL) == 0)
+                when = now_realtime_usec() + 60ULL * 1000000ULL;
+        m->confirm_deadline = deadline;
+        if (deadline == 0) {
+                (void) sd_event_source_set_enabled(m->confirm_timer, SD_EVENT_OFF);
+                return;
+        }
+        if (!m->confirm_timer) {
+                if (sd_event_add_time(m->event, &m->confirm_timer, CLOCK_REALTIME, when, 0, on_confirm_deadline, m) < 0) {
+                        log_warning("Failed to set a timer for the confirmation deadline; it is not rolled back by itself.");
+                        return;
+                }
+        } else
+                (void) sd_event_source_set_time(m->confirm_timer, when);
+        (void) sd_event_source_set_enabled(m->confirm_timer, SD_EVENT_ONESHOT);
 }
 
 static int on_delay_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -692,7 +782,8 @@ static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
 static void manager_update_idle(Manager *m) {
         if (m->dconfig.idle_timeout_usec == 0 || m->releasing)
                 return;
-        if (m->queue || m->listing || m->n_authorizing > 0 || unit_jobs_pending(m) > 0 || m->delay_deadline > 0) {
+        if (m->queue || m->listing || m->n_authorizing > 0 || unit_jobs_pending(m) > 0 || m->delay_deadline > 0 ||
+            m->confirm_deadline > 0) {
                 (void) sd_event_source_set_enabled(m->idle_timer, SD_EVENT_OFF);
                 return;
         }
@@ -755,6 +846,7 @@ static const ManagerOps manager_ops = {
         .queue_transition = manager_queue_transition,
         .queue_follow = manager_queue_follow,
         .queue_commit = manager_queue_commit,
+        .queue_confirm = manager_queue_confirm,
         .queue_machine = manager_queue_machine,
         .list_images = manager_list_images,
         .update_idle = manager_update_idle,
@@ -842,7 +934,7 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
         if (m.engine->result.recovered)
                 bus_emit_tree_changed(&m);
         manager_after_recovery(&m, /* complete= */ true);
-        manager_emit_changes(&m); /* and the deadline of a delayed transition, if one waits */
+        manager_emit_changes(&m); /* and the deadlines of a delayed transition and of a confirmation */
         manager_update_idle(&m);
         log_info("Serving %s for %s (generation %" PRIu64 ", %s mode).", SYSEXTD_BUS_NAME, m.engine->root, m.generation,
                  kernel_has_mount_beneath() ? "mount-beneath" : m.engine->config.allow_degraded ? "degraded" : "no-refresh");
@@ -874,6 +966,7 @@ finish:
         image_list_free(&m.cache);
         sd_event_source_disable_unref(m.idle_timer);
         sd_event_source_disable_unref(m.delay_timer);
+        sd_event_source_disable_unref(m.confirm_timer);
         sd_bus_slot_unref(m.vtable_slot);
         sd_bus_flush_close_unref(m.bus);
         sd_event_unref(m.event);

@@ -36,6 +36,8 @@ typedef struct ManagerOps {
          * (taken); or, with neither, everywhere.  self: the caller's own namespace, unasked: a
          * delayed transition only. */
         int (*queue_commit)(Manager *m, sd_bus_message *request, int pidfd, pid_t pid, char *unit, bool self);
+        /* Queues a Confirm (engine_confirm() in a worker), in the same queue. */
+        int (*queue_confirm)(Manager *m, sd_bus_message *request);
         /* FollowMachines= (machines.h): queues, in the same queue, a follow of machine 'machine'
          * through its leader's pidfd (taken, closed in every case) whose PID is pid, in the
          * machine mode of engine_follow_machine(); with pidfd < 0, the drop of that machine's
@@ -73,6 +75,7 @@ typedef enum JobType {
         JOB_TRANSITION,
         JOB_FOLLOW, /* Follow or Unfollow: engine_follow() in a worker, queued with the transitions */
         JOB_COMMIT, /* Commit, or the delay's deadline: engine_commit() in a worker, in the same queue */
+        JOB_CONFIRM, /* Confirm: engine_confirm() in a worker, in the same queue */
         JOB_LIST,
 } JobType;
 
@@ -131,6 +134,11 @@ struct Manager {
          * that commits it everywhere then; the daemon does not go idle while one waits. */
         uint64_t delay_deadline;
         sd_event_source *delay_timer;
+        /* A refresh --confirm-within= waiting for Confirm: its deadline (CLOCK_REALTIME µs, 0:
+         * none), from the journal, so it survives the daemon's restart, and the timer that
+         * queues the rollback then; the daemon does not go idle while one waits. */
+        uint64_t confirm_deadline;
+        sd_event_source *confirm_timer;
 
         /* Image mounts kept between transitions (see Engine.cache): the images merged now.
          * Replaced after every successful transition, from what its worker sends back. */

@@ -26,7 +26,7 @@ t() { # NAME EXPECTED WORDS... (the last word is the one being completed)
 		failed=$((failed + 1))
 	fi
 }
-t "all commands" "commit daemon follow list merge refresh status unfollow unmerge " sysextd ""
+t "all commands" "commit confirm daemon follow list merge refresh rollback status unfollow unmerge " sysextd ""
 t "commands by prefix" "unfollow unmerge " sysextd un
 t "a command after an option" "refresh " sysextd --no-bus ref
 t "options by prefix" "--no-bus --no-legend --no-pager --no-reload " sysextd refresh --no-
@@ -41,6 +41,9 @@ t "--always-refresh values" "no yes " sysextd refresh --always-refresh=
 t "nothing after a command that takes no arguments" "" sysextd merge ""
 t "follow takes process IDs" "pids:1" sysextd follow 1
 t "--pid= takes process IDs" "pids:1" sysextd commit --pid=1
+t "rollback's options" "--unit= --unpin " sysextd rollback --un
+t "nothing offered for --to=" "" sysextd rollback --to=
+t "nothing after rollback" "" sysextd rollback ""
 if command -v zsh >/dev/null; then
 	n=$((n + 1))
 	if zsh -n "$src/zsh/_sysextd"; then echo "ok $n - zsh completion parses"; else echo "not ok $n - zsh -n _sysextd"; failed=$((failed + 1)); fi

@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Generations, rollback and pins (generation.h): discovery with every version of a NAME.v
+ * directory, the pure selection of a recorded generation (and the one-line refusal when an
+ * image is gone or changed), which generation a rollback goes to, the pins a rollback leaves,
+ * when a pin is released, how pins reduce what a refresh discovers, and how the journal keeps
+ * all of it (older files without it still load). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "fileio.h"
+#include "generation.h"
+#include "image.h"
+#include "journal.h"
+#include "tests.h"
+#include "util.h"
+
+static int mkfile(int dfd, const char *path) {
+        int fd = openat(dfd, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -1;
+        close(fd);
+        return 0;
+}
+
+static size_t count_name(const ImageList *l, const char *name) {
+        size_t n = 0;
+        for (size_t i = 0; i < l->n; i++)
+                if (streq(l->images[i].name, name))
+                        n++;
+        return n;
+}
+
+static const Image *find_version(const ImageList *l, const char *name, const char *version) {
+        for (size_t i = 0; i < l->n; i++)
+                if (streq(l->images[i].name, name) && streq_ptr(l->images[i].version, version))
+                        return &l->images[i];
+        return NULL;
+}
+
+static void generation_of(const ImageList *all, uint64_t number, const char *app_version, Generation *ret) {
+        static const int modes[_IMAGE_CLASS_MAX] = {};
+        ImageList l = { .images = calloc(all->n + 1, sizeof(Image)) };
+
+        for (size_t i = 0; i < all->n; i++) {
+                const Image *img = &all->images[i];
+
+                if (streq(img->name, "app") && !streq_ptr(img->version, app_version))
+                        continue;
+                if (image_copy(img, &l.images[l.n]) == 0) {
+                        l.images[l.n].verdict = IMAGE_COMPATIBLE;
+                        l.n++;
+                }
+        }
+        CHECK(generation_from_images(number, 1000, modes, false, &l, ret) == 0);
+        image_list_free(&l);
+}
+
+static void test_discover_select(void) {
+        char tmpl[] = "/tmp/test-generation-XXXXXX";
+        char *dir = mkdtemp(tmpl);
+        char *const search[] = { (char *) "var/lib/extensions", NULL };
+        _cleanup_image_list_ ImageList plain = {}, all = {}, again = {}, chosen = {};
+        _cleanup_(generation_done) Generation g2 = {}, g3 = {};
+        _cleanup_free_ char *msg = NULL;
+        const Image *missing = NULL;
+        int root, tmp;
+
+        CHECK(dir != NULL);
+        if (!dir)
+                return;
+        root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(root >= 0);
+        CHECK(mkdir_p_at(root, "var/lib/extensions/app.raw.v", 0755) == 0);
+        CHECK(mkfile(root, "var/lib/extensions/app.raw.v/app_1.raw") == 0);
+        CHECK(mkfile(root, "var/lib/extensions/app.raw.v/app_2.raw") == 0);
+        CHECK(mkfile(root, "var/lib/extensions/app.raw.v/app_3.raw") == 0);
+        /* Not a version of app: left out. */
+        CHECK(mkfile(root, "var/lib/extensions/app.raw.v/other_9.raw") == 0);
+        CHECK(mkfile(root, "var/lib/extensions/base.raw") == 0);
+
+        /* A plain discovery: the newest, with its version; every image picked. */
+        CHECK(image_discover(root, "/R", search, IMAGE_CLASS_SYSEXT, &plain) == 0);
+        CHECK(plain.n == 2);
+        CHECK(find_version(&plain, "app", "3") && find_version(&plain, "app", "3")->picked);
+        CHECK(find_version(&plain, "base", NULL) && find_version(&plain, "base", NULL)->picked);
+
+        /* Every version: the others too, not picked. */
+        CHECK(image_discover_ex(root, "/R", search, IMAGE_CLASS_SYSEXT, true, &all) == 0);
+        CHECK(all.n == 4);
+        CHECK(count_name(&all, "app") == 3);
+        CHECK(find_version(&all, "app", "1") && !find_version(&all, "app", "1")->picked);
+        CHECK(find_version(&all, "app", "2") && !find_version(&all, "app", "2")->picked);
+        CHECK(find_version(&all, "app", "3") && find_version(&all, "app", "3")->picked);
+        CHECK_STREQ(find_version(&all, "app", "2")->path, "/R/var/lib/extensions/app.raw.v/app_2.raw");
+
+        /* Keeping the picked ones is a plain discovery. */
+        CHECK(image_discover_ex(root, "/R", search, IMAGE_CLASS_SYSEXT, true, &again) == 0);
+        generation_keep_picked(&again);
+        CHECK(again.n == 2 && find_version(&again, "app", "3") && find_version(&again, "base", NULL));
+        image_list_free(&again);
+
+        /* Generation 2 had app 2 and base: exactly those are selected. */
+        generation_of(&all, 2, "2", &g2);
+        generation_of(&all, 3, "3", &g3);
+        CHECK(g2.images.n == 2);
+        CHECK(image_discover_ex(root, "/R", search, IMAGE_CLASS_SYSEXT, true, &again) == 0);
+        CHECK(generation_select(&again, &g2, &chosen, &missing) == 0);
+        CHECK(chosen.n == 2 && find_version(&chosen, "app", "2") && find_version(&chosen, "base", NULL));
+        CHECK(again.n == 2); /* the rest stays with the candidates */
+        image_list_free(&again);
+        image_list_free(&chosen);
+
+        /* app 2 replaced by another file of the same name (a new inode): gone or changed. */
+        CHECK(unlinkat(root, "var/lib/extensions/app.raw.v/app_2.raw", 0) == 0);
+        CHECK(mkfile(root, "var/lib/extensions/app.raw.v/keep-inode-busy") == 0);
+        CHECK(mkfile(root, "var/lib/extensions/app.raw.v/app_2.raw") == 0);
+        CHECK(image_discover_ex(root, "/R", search, IMAGE_CLASS_SYSEXT, true, &again) == 0);
+        missing = NULL;
+        CHECK(generation_select(&again, &g2, &chosen, &missing) == -ENOENT);
+        CHECK(missing && streq(missing->name, "app") && streq_ptr(missing->version, "2"));
+        CHECK(again.n == 4 && chosen.n == 0); /* nothing taken */
+        CHECK(missing && generation_missing_message(4, missing, &msg) == 0);
+        CHECK(msg && startswith(msg, "Cannot roll back to generation 4: image app version 2 (/R/var/lib/extensions/app.raw.v/app_2.raw, "));
+        CHECK(msg && endswith(msg, ") is gone or changed; put it back or roll back to another generation."));
+        image_list_free(&again);
+
+        /* Gone entirely: the same. */
+        CHECK(unlinkat(root, "var/lib/extensions/app.raw.v/app_2.raw", 0) == 0);
+        CHECK(image_discover_ex(root, "/R", search, IMAGE_CLASS_SYSEXT, true, &again) == 0);
+        CHECK(generation_select(&again, &g2, &chosen, &missing) == -ENOENT);
+        image_list_free(&again);
+
+        /* Generation 3 is still all there. */
+        CHECK(image_discover_ex(root, "/R", search, IMAGE_CLASS_SYSEXT, true, &again) == 0);
+        CHECK(generation_select(&again, &g3, &chosen, &missing) == 0 && chosen.n == 2);
+
+        tmp = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(tmp >= 0 && rm_rf_at(tmp, dir + strlen("/tmp/")) == 0);
+        safe_close(tmp);
+        safe_close(root);
+}
+
+static void add_image(ImageList *l, const char *name, const char *version, bool picked, unsigned ino) {
+        Image *n = realloc(l->images, sizeof(Image) * (l->n + 1));
+
+        l->images = n;
+        n[l->n] = (Image) {
+                .klass = IMAGE_CLASS_SYSEXT,
+                .name = strdup(name),
+                .version = version ? strdup(version) : NULL,
+                .picked = picked,
+                .verdict = IMAGE_COMPATIBLE,
+                .root_fd = -EBADF,
+        };
+        n[l->n].st.st_ino = ino;
+        if (asprintf(&n[l->n].path, "/var/lib/extensions/%s%s%s", name, version ? "_" : "", version ?: "") < 0)
+                n[l->n].path = NULL;
+        l->n++;
+}
+
+static void test_pins(void) {
+        static const int modes[_IMAGE_CLASS_MAX] = {};
+        _cleanup_image_list_ ImageList from_l = {}, to_l = {}, cand = {};
+        _cleanup_(generation_done) Generation from = {}, to = {};
+        _cleanup_(pin_list_done) PinList pins = {};
+        _cleanup_strv_free_ char **notes = NULL;
+        const Pin *p;
+
+        /* From: app 3, tool 1 (new in it), base; to: app 2, base. */
+        add_image(&from_l, "app", "3", true, 1);
+        add_image(&from_l, "base", NULL, true, 2);
+        add_image(&from_l, "tool", "1", true, 3);
+        add_image(&to_l, "app", "2", false, 4);
+        add_image(&to_l, "base", NULL, true, 2);
+        CHECK(generation_from_images(5, 0, modes, false, &from_l, &from) == 0);
+        CHECK(generation_from_images(4, 0, modes, false, &to_l, &to) == 0);
+        CHECK(pins_for_rollback(&from, &to, &pins) == 0);
+        CHECK(pins.n == 2);
+        p = pin_find(&pins, IMAGE_CLASS_SYSEXT, "app");
+        CHECK(p && streq_ptr(p->version, "2") && streq_ptr(p->from_version, "3") && p->generation == 4);
+        p = pin_find(&pins, IMAGE_CLASS_SYSEXT, "tool");
+        CHECK(p && p->version == NULL && streq_ptr(p->from_version, "1"));
+        CHECK(pin_find(&pins, IMAGE_CLASS_SYSEXT, "base") == NULL);
+
+        /* The decision: only a version newer than the one rolled back from releases. */
+        p = pin_find(&pins, IMAGE_CLASS_SYSEXT, "app");
+        CHECK(pin_decide(p, "3") == PIN_KEEP);
+        CHECK(pin_decide(p, "2") == PIN_KEEP);
+        CHECK(pin_decide(p, NULL) == PIN_KEEP);
+        CHECK(pin_decide(p, "3.1") == PIN_RELEASE);
+        CHECK(pin_decide(p, "10") == PIN_RELEASE); /* as versions, not as strings */
+        {
+                Pin nine = { .name = (char *) "x", .version = (char *) "8", .from_version = (char *) "9" };
+                CHECK(pin_decide(&nine, "10") == PIN_RELEASE);
+                CHECK(pin_decide(&nine, "9~rc1") == PIN_KEEP);
+        }
+
+        /* A refresh: every version found, the pins choose. */
+        add_image(&cand, "app", "1", false, 10);
+        add_image(&cand, "app", "2", false, 4);
+        add_image(&cand, "app", "3", true, 1);
+        add_image(&cand, "base", NULL, true, 2);
+        add_image(&cand, "tool", "1", true, 3);
+        CHECK(pins_apply(&cand, &pins, IMAGE_CLASS_ALL, &notes) == 0);
+        CHECK(notes == NULL);
+        CHECK(cand.n == 2 && find_version(&cand, "app", "2") && find_version(&cand, "base", NULL));
+        CHECK(pins.n == 2);
+        image_list_free(&cand);
+
+        /* app 4 appears: app's pin goes, the newest is used; tool stays out. */
+        add_image(&cand, "app", "2", false, 4);
+        add_image(&cand, "app", "3", false, 1);
+        add_image(&cand, "app", "4", true, 11);
+        add_image(&cand, "base", NULL, true, 2);
+        add_image(&cand, "tool", "1", true, 3);
+        CHECK(pins_apply(&cand, &pins, IMAGE_CLASS_ALL, &notes) == 1);
+        CHECK(notes && notes[0] && strstr(notes[0], "Unpinned app: version 4 is newer than 3"));
+        CHECK(cand.n == 2 && find_version(&cand, "app", "4") && find_version(&cand, "base", NULL));
+        CHECK(pins.n == 1 && pin_find(&pins, IMAGE_CLASS_SYSEXT, "tool"));
+        image_list_free(&cand);
+        strv_free(notes);
+        notes = NULL;
+
+        /* tool 2 appears: released too. */
+        add_image(&cand, "tool", "1", false, 3);
+        add_image(&cand, "tool", "2", true, 12);
+        CHECK(pins_apply(&cand, &pins, IMAGE_CLASS_ALL, &notes) == 1);
+        CHECK(cand.n == 1 && find_version(&cand, "tool", "2"));
+        CHECK(pins.n == 0);
+}
+
+static void test_pinned_version_gone(void) {
+        _cleanup_image_list_ ImageList cand = {};
+        _cleanup_(pin_list_done) PinList pins = { .pins = calloc(1, sizeof(Pin)), .n = 1 };
+        _cleanup_strv_free_ char **notes = NULL;
+
+        pins.pins[0] = (Pin) { .klass = IMAGE_CLASS_SYSEXT, .name = strdup("app"), .version = strdup("2"),
+                               .from_version = strdup("3"), .generation = 4 };
+        add_image(&cand, "app", "1", false, 1);
+        add_image(&cand, "app", "3", true, 3);
+        CHECK(pins_apply(&cand, &pins, IMAGE_CLASS_ALL, &notes) == 1);
+        CHECK(notes && strstr(notes[0], "pinned version 2 is gone"));
+        CHECK(cand.n == 1 && find_version(&cand, "app", "3"));
+}
+
+static void test_pins_other_class(void) {
+        _cleanup_image_list_ ImageList cand = {};
+        _cleanup_(pin_list_done) PinList pins = { .pins = calloc(1, sizeof(Pin)), .n = 1 };
+
+        /* A refresh of system extensions only decides nothing about a configuration extension's pin. */
+        pins.pins[0] = (Pin) { .klass = IMAGE_CLASS_CONFEXT, .name = strdup("conf"), .version = strdup("1"),
+                               .from_version = strdup("2"), .generation = 4 };
+        add_image(&cand, "app", "3", true, 3);
+        CHECK(pins_apply(&cand, &pins, 1u << IMAGE_CLASS_SYSEXT, NULL) == 0);
+        CHECK(pins.n == 1 && cand.n == 1);
+        /* Covering both: its version is gone, the pin goes. */
+        CHECK(pins_apply(&cand, &pins, IMAGE_CLASS_ALL, NULL) == 1);
+        CHECK(pins.n == 0);
+}
+
+static void test_find_push(void) {
+        static const int modes[_IMAGE_CLASS_MAX] = {};
+        Generation *list = NULL;
+        size_t n = 0;
+        const Generation *g;
+        char *msg = NULL;
+
+        for (uint64_t i = 1; i <= 5; i++) {
+                ImageList none = {};
+                Generation x = {};
+
+                CHECK(generation_from_images(i, i * 10, modes, false, &none, &x) == 0);
+                CHECK(generations_push(&list, &n, &x, 3) == 0);
+                generation_done(&x);
+        }
+        CHECK(n == 3 && list[0].generation == 3 && list[2].generation == 5);
+
+        g = generation_find(list, n, 5, 0, &msg);
+        CHECK(g && g->generation == 4 && !msg);
+        g = generation_find(list, n, 5, 3, &msg);
+        CHECK(g && g->generation == 3);
+        /* Newer than the live one is fine too (a rollback of a rollback). */
+        g = generation_find(list, n, 4, 5, &msg);
+        CHECK(g && g->generation == 5);
+        g = generation_find(list, n, 5, 5, &msg);
+        CHECK(!g && msg && strstr(msg, "is the live one"));
+        free(msg);
+        msg = NULL;
+        g = generation_find(list, n, 5, 1, &msg);
+        CHECK(!g && msg && strstr(msg, "Cannot roll back to generation 1: it is not kept (kept: 3, 4, 5"));
+        free(msg);
+        msg = NULL;
+        g = generation_find(list, n, 3, 0, &msg);
+        CHECK(!g && msg && strstr(msg, "no generation older than the live one (3)"));
+        free(msg);
+        generations_free(list, n);
+}
+
+static const char *old_state =
+        "{\"version\":2,\"generation\":7,\"config_stamp\":5,\"mount_namespace\":4026531841,\"incomplete\":false,"
+        "\"hierarchies\":[{\"hierarchy\":\"usr\",\"tree\":null}],\"images\":[]}";
+
+static void test_journal(void) {
+        static const int modes[_IMAGE_CLASS_MAX] = { 0, 0 };
+        _cleanup_journal_ Journal j = {}, k = {}, old = {};
+        _cleanup_image_list_ ImageList l = {};
+        _cleanup_free_ char *text = NULL;
+        char *bad = NULL;
+
+        /* A journal written before the history loads, with none. */
+        CHECK(journal_from_json(old_state, &old) == 0);
+        CHECK(old.n_generations == 0 && old.pins.n == 0 && old.confirm_generation == 0 && !old.rollback_reason);
+
+        CHECK(journal_from_json(old_state, &j) == 0);
+        add_image(&l, "app", "2", true, 7);
+        l.images[0].st.st_dev = 2049;
+        CHECK(journal_record_generation(&j, 6, 111, modes, false, &l, 3) == 0);
+        CHECK(journal_record_generation(&j, 7, 222, modes, true, &l, 3) == 0);
+        j.pins.pins = calloc(1, sizeof(Pin));
+        j.pins.pins[0] = (Pin) { .klass = IMAGE_CLASS_SYSEXT, .name = strdup("app"), .version = strdup("2"),
+                                 .from_version = NULL, .generation = 6 };
+        j.pins.n = 1;
+        j.confirm_generation = 7;
+        j.confirm_since = 1000;
+        j.confirm_deadline = 61000;
+        j.confirm_target = 6;
+        CHECK(journal_set_rollback(&j, 900, 5, 4, "deadline", "Cannot roll back to generation 4: ...") == 0);
+        CHECK(journal_to_json(&j, &text) == 0);
+        CHECK(journal_from_json(text, &k) == 0);
+        CHECK(k.n_generations == 2 && k.generations[1].generation == 7 && k.generations[1].forced &&
+              k.generations[1].when == 222);
+        CHECK(k.generations[0].images.n == 1 && streq_ptr(k.generations[0].images.images[0].version, "2") &&
+              k.generations[0].images.images[0].st.st_ino == 7 && k.generations[0].images.images[0].st.st_dev == 2049);
+        CHECK(k.pins.n == 1 && streq_ptr(k.pins.pins[0].version, "2") && k.pins.pins[0].from_version == NULL);
+        CHECK(k.confirm_generation == 7 && k.confirm_deadline == 61000 && k.confirm_target == 6);
+        CHECK(streq_ptr(k.rollback_reason, "deadline") && k.rollback_error && k.rollback_to == 4);
+
+        /* Validated: a pin with a name that is none, a deadline before its start, an unknown reason. */
+        {
+                _cleanup_journal_ Journal x = {};
+                const char *cases[][2] = {
+                        { "\"name\":\"app\"", "\"name\":\".app\"" }, /* the last: the pin's */
+                        { "\"deadline\":61000", "\"deadline\":10" },
+                        { "\"reason\":\"deadline\"", "\"reason\":\"whim\"" },
+                        { "\"from_version\":null", "\"from_version\":\"a/b\"" },
+                };
+                for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                        const char *at = strstr(text, cases[i][0]);
+
+                        /* The last occurrence. */
+                        while (at && strstr(at + 1, cases[i][0]))
+                                at = strstr(at + 1, cases[i][0]);
+
+                        CHECK(at != NULL);
+                        if (!at)
+                                continue;
+                        CHECK(asprintf(&bad, "%.*s%s%s", (int) (at - text), text, cases[i][1], at + strlen(cases[i][0])) > 0);
+                        CHECK(journal_from_json(bad, &x) == -EBADMSG);
+                        free(bad);
+                }
+        }
+}
+
+int main(void) {
+        test_discover_select();
+        test_pins();
+        test_pinned_version_gone();
+        test_pins_other_class();
+        test_find_push();
+        test_journal();
+        return tap_finish();
+}
