@@ -292,7 +292,7 @@ check "refused when an image of the generation is gone; the live tree unchanged"
 status_json
 g=$GEN
 top_before=$(top_mount_id "$R/usr")
-mv "$vdir/app_1.raw" "$WORK/app_1.aside"
+mv "$vdir/app_1.raw" "$R/app_1.aside"  # same file system: the very inode comes back
 run_sysextd rollback
 assert_failed "rollback to a generation whose image is gone"
 assert_eq "$(wc -l <<<"$ERR")" 1 "one line of error"
@@ -312,7 +312,7 @@ assert_eq "$(content)" "v3/v3 opt" "the live tree is unchanged"
 assert_eq "$(top_mount_id "$R/usr")" "$top_before" "the same tree is live"
 
 check "with the very file back, the rollback works"
-mv -f "$WORK/app_1.aside" "$vdir/app_1.raw"
+mv -f "$R/app_1.aside" "$vdir/app_1.raw"
 run_sysextd rollback
 assert_ok "rollback with the image back"
 expect v1 "after the rollback"
