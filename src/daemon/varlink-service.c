@@ -29,8 +29,8 @@
 #include "varlink.h"
 
 static const VarlinkInterface interfaces[] = {
-        { SYSEXT_VARLINK_INTERFACE, sysext_varlink_description },
-        { SYSUPDATE_NOTIFY_INTERFACE, sysupdate_notify_description },
+        { SYSEXT_VARLINK_INTERFACE, sysext_varlink_description, sysext_varlink_methods, SYSEXT_VARLINK_IDL },
+        { SYSUPDATE_NOTIFY_INTERFACE, sysupdate_notify_description, sysupdate_notify_methods, SYSUPDATE_NOTIFY_IDL },
         {},
 };
 

@@ -73,6 +73,15 @@ const char sysupdate_notify_description[] =
         "  resources: ?[]object\n"
         ") -> ()\n";
 
+const char *const sysext_varlink_methods[] = {
+        SYSEXT_VARLINK_INTERFACE ".Merge", SYSEXT_VARLINK_INTERFACE ".Unmerge", SYSEXT_VARLINK_INTERFACE ".Refresh",
+        SYSEXT_VARLINK_INTERFACE ".List", NULL,
+};
+
+const char *const sysupdate_notify_methods[] = {
+        SYSUPDATE_NOTIFY_INTERFACE ".OnCompletedUpdate", NULL,
+};
+
 typedef enum Param {
         P_CLASS = 1u << 0,
         P_FORCE = 1u << 1,

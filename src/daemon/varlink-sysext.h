@@ -33,6 +33,21 @@
 
 extern const char sysext_varlink_description[];
 extern const char sysupdate_notify_description[];
+extern const char *const sysext_varlink_methods[];
+extern const char *const sysupdate_notify_methods[];
+
+/* With sd-varlink (SYSEXTD_SD_VARLINK, libsystemd 257 and later) the same interfaces in its IDL
+ * (varlink-sysext-idl.c), for its introspection and parameter checks. */
+#if SYSEXTD_SD_VARLINK
+#include <systemd/sd-varlink-idl.h>
+extern const sd_varlink_interface vl_interface_io_systemd_sysext;
+extern const sd_varlink_interface vl_interface_io_systemd_SysUpdate_Notify;
+#define SYSEXT_VARLINK_IDL ((const void *) &vl_interface_io_systemd_sysext)
+#define SYSUPDATE_NOTIFY_IDL ((const void *) &vl_interface_io_systemd_SysUpdate_Notify)
+#else
+#define SYSEXT_VARLINK_IDL NULL
+#define SYSUPDATE_NOTIFY_IDL NULL
+#endif
 
 typedef enum SysextMethod {
         SYSEXT_METHOD_MERGE,

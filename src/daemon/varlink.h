@@ -34,6 +34,8 @@ typedef struct VarlinkCall VarlinkCall;
 typedef struct VarlinkInterface {
         const char *name;        /* "io.systemd.sysext" */
         const char *description; /* its interface definition, as GetInterfaceDescription gives it */
+        const char *const *methods; /* its methods' full names, NULL-terminated (sd-varlink binds each) */
+        const void *sd_idl;      /* with sd-varlink: its const sd_varlink_interface *, else NULL */
 } VarlinkInterface;
 
 typedef int (*VarlinkHandler)(VarlinkServer *s, VarlinkCall *call, const char *method, json_object *parameters,
