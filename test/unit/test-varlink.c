@@ -2,9 +2,11 @@
 /* The varlink wire format (varlink-message.h) and io.systemd.sysext's mapping (varlink-sysext.h). */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "image-class.h"
 #include "json-util.h"
+#include "polkit.h"
 #include "tests.h"
 #include "util.h"
 #include "varlink-message.h"
@@ -249,7 +251,19 @@ static void test_list_items(void) {
         CHECK(!a && e == -EIO);
 }
 
+/* polkit's unix-process subject: the start time from /proc/PID/stat, field 22. */
+static void test_start_time(void) {
+        uint64_t a = 0, b = 0;
+
+        CHECK(process_start_time(getpid(), &a) == 0);
+        CHECK(process_start_time(getpid(), &b) == 0);
+        CHECK(a > 0 && a == b);
+        CHECK(process_start_time(1, &b) == 0 && b <= a);
+        CHECK(process_start_time(-1, &b) < 0);
+}
+
 int main(void) {
+        test_start_time();
         test_method_names();
         test_parse();
         test_format();
