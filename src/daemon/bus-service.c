@@ -22,6 +22,7 @@
 #include "kernel.h"
 #include "log.h"
 #include "missing.h"
+#include "polkit.h"
 #include "unit-jobs.h"
 #include "util.h"
 
@@ -273,8 +274,6 @@ static int caller_uid(sd_bus_message *message, uid_t *ret) {
  * not keep the daemon from exiting when idle or hold the caller forever.  When it expires the
  * caller is refused, an interactive query is cancelled (CancelCheckAuthorization, so that
  * polkit takes down its dialog), and the query is forgotten. */
-#define POLKIT_TIMEOUT_USEC (25ULL * 1000000ULL)
-#define POLKIT_INTERACTIVE_TIMEOUT_USEC (120ULL * 1000000ULL)
 
 /* What a mutating call asks for, run once it is authorized: a transition, or (is_follow) a
  * Follow or Unfollow of the process of a pidfd. */
@@ -341,44 +340,11 @@ static void authorization_free(Authorization *a) {
         m->ops->exit_if_done(m);
 }
 
-static uint64_t polkit_timeout_usec(bool interactive) {
-#ifdef SYSEXTD_TEST_HOOKS
-        /* Tests shorten both timeouts to this many seconds. */
-        const char *e = getenv("SYSEXTD_TEST_POLKIT_TIMEOUT_SEC");
-        char *end;
-        unsigned long sec;
-
-        if (e) {
-                errno = 0;
-                sec = strtoul(e, &end, 10);
-                if (errno == 0 && end != e && *end == 0 && sec > 0 && sec < 3600)
-                        return (uint64_t) sec * 1000000ULL;
-        }
-#endif
-        return interactive ? POLKIT_INTERACTIVE_TIMEOUT_USEC : POLKIT_TIMEOUT_USEC;
-}
-
 /* Tells polkit we no longer wait for an interactive query (it takes down the agent's dialog).
  * Nothing waits for the answer. */
 static void authorization_cancel(Authorization *a) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *q = NULL;
-        int r;
-
-        if (!a->interactive || !a->cancellation_id)
-                return;
-        r = sd_bus_message_new_method_call(a->manager->bus, &q, "org.freedesktop.PolicyKit1",
-                                           "/org/freedesktop/PolicyKit1/Authority", "org.freedesktop.PolicyKit1.Authority",
-                                           "CancelCheckAuthorization");
-        if (r >= 0)
-                r = sd_bus_message_append(q, "s", a->cancellation_id);
-        if (r >= 0)
-                r = sd_bus_message_set_expect_reply(q, false);
-        if (r >= 0)
-                r = sd_bus_message_set_auto_start(q, false);
-        if (r >= 0)
-                r = sd_bus_send(a->manager->bus, q, NULL);
-        if (r < 0)
-                log_debug_errno(r, "Failed to cancel the polkit query %s: %m", a->cancellation_id);
+        if (a->interactive)
+                polkit_cancel(a->manager->bus, a->cancellation_id);
 }
 
 /* "org.sysextd1.manage", or the unsafe action with the options that need it. */
@@ -399,8 +365,7 @@ static int reply_polkit_error(Authorization *a, const sd_bus_error *e) {
         _cleanup_free_ char *buf = NULL;
         uint64_t elapsed = now_monotonic_usec() - a->started_usec;
 
-        if (sd_bus_error_has_names(e, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER,
-                                   "org.freedesktop.DBus.Error.Spawn.ServiceNotFound"))
+        if (polkit_error_unavailable(e))
                 /* The same whatever the options: which action would have been asked does not
                  * matter when nobody can be asked. */
                 return sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
@@ -426,12 +391,12 @@ static int on_authorization(sd_bus_message *reply, void *userdata, sd_bus_error 
         Manager *m = a->manager;
         const sd_bus_error *e = sd_bus_message_get_error(reply);
         _cleanup_free_ char *what = NULL;
-        int authorized = 0, challenge = 0, r;
+        bool authorized = false, challenge = false;
+        int r;
 
         if (e)
                 r = reply_polkit_error(a, e);
-        else if (sd_bus_message_enter_container(reply, 'r', "bba{ss}") < 0 ||
-                 sd_bus_message_read(reply, "bb", &authorized, &challenge) < 0)
+        else if (polkit_check_result(reply, &authorized, &challenge) < 0)
                 r = sd_bus_reply_method_errorf(a->request, SYSEXTD_ERROR_ACCESS_DENIED,
                                                "polkit sent an answer that cannot be read; refusing.");
         else if (authorized) {
@@ -457,9 +422,8 @@ static int on_authorization(sd_bus_message *reply, void *userdata, sd_bus_error 
         return 0;
 }
 
-/* CheckAuthorization(subject, action, details, flags, cancellation id). */
+/* CheckAuthorization for the sender of message. */
 static int polkit_query_new(Manager *m, sd_bus_message *message, const Authorization *a, sd_bus_message **ret) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *q = NULL;
         _cleanup_strv_free_ char **details = NULL;
         int r;
 
@@ -473,26 +437,8 @@ static int polkit_query_new(Manager *m, sd_bus_message *message, const Authoriza
                 r = authorize_details(&m->engine->config, a->call.verb, &a->call.options, &details);
         if (r < 0)
                 return r;
-        r = sd_bus_message_new_method_call(m->bus, &q, "org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
-                                           "org.freedesktop.PolicyKit1.Authority", "CheckAuthorization");
-        if (r >= 0)
-                r = sd_bus_message_append(q, "(sa{sv})s", "system-bus-name", 1, "name", "s", sd_bus_message_get_sender(message),
-                                          authorize_action(a->unsafe));
-        if (r >= 0)
-                r = sd_bus_message_open_container(q, 'a', "{ss}");
-        for (char **d = details; r >= 0 && d && d[0] && d[1]; d += 2)
-                r = sd_bus_message_append(q, "{ss}", d[0], d[1]);
-        if (r >= 0)
-                r = sd_bus_message_close_container(q);
-        if (r >= 0)
-                r = sd_bus_message_append(q, "us", (uint32_t) (a->interactive ? 1 : 0), a->cancellation_id);
-        /* Without the activation of polkit being our problem: it is there or it is not. */
-        if (r >= 0)
-                r = sd_bus_message_set_auto_start(q, false);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(q);
-        return 0;
+        return polkit_check_new(m->bus, &(PolkitSubject) { .bus_name = sd_bus_message_get_sender(message) },
+                                authorize_action(a->unsafe), details, a->interactive, a->cancellation_id, ret);
 }
 
 /* Runs the call now for root; asks polkit about anyone else.  Takes x's pidfd in every case. */

@@ -59,6 +59,8 @@
 #include "unit-jobs.h"
 #include "units.h"
 #include "util.h"
+#include "varlink-service.h"
+#include "varlink.h"
 #include "verity.h"
 
 #ifdef SYSEXTD_TEST_HOOKS
@@ -81,6 +83,9 @@ static void job_free(Job *j) {
         for (size_t i = 0; i < j->n_requests; i++)
                 sd_bus_message_unref(j->requests[i]);
         free(j->requests);
+        for (size_t i = 0; i < j->n_vrequests; i++)
+                varlink_call_unref(j->vrequests[i].call);
+        free(j->vrequests);
         worker_report_done(&j->report);
         free(j);
 }
@@ -110,6 +115,23 @@ static int job_add_request(Job *j, sd_bus_message *request) {
         j->requests = n;
         j->requests[j->n_requests++] = sd_bus_message_ref(request);
         return 0;
+}
+
+/* A varlink caller waits for j too. */
+static int job_add_vrequest(Job *j, VarlinkCall *call, unsigned classes) {
+        VarlinkRequest *n = realloc(j->vrequests, sizeof(VarlinkRequest) * (j->n_vrequests + 1));
+
+        if (!n)
+                return -ENOMEM;
+        j->vrequests = n;
+        j->vrequests[j->n_vrequests++] = (VarlinkRequest) { .call = varlink_call_ref(call), .classes = classes };
+        return 0;
+}
+
+/* Every varlink caller of j is answered with io.systemd.System for -error. */
+static void job_fail_varlink(Job *j, int error) {
+        for (size_t i = 0; i < j->n_vrequests; i++)
+                varlink_service_fail(&j->vrequests[i], error);
 }
 
 static int manager_start_next(Manager *m);
@@ -415,6 +437,8 @@ static void job_finish(Job *j) {
                 if (r < 0)
                         log_warning_errno(r, "Failed to send a reply: %m");
         }
+        for (size_t i = 0; i < j->n_vrequests; i++)
+                varlink_service_reply(m, &j->vrequests[i], j->type, doc);
 
         if (j->type != JOB_LIST) {
                 bool died = !doc, recovery = j->recovery, complete = j->complete;
@@ -540,6 +564,7 @@ static int manager_start_next(Manager *m) {
                 for (size_t i = 0; i < j->n_requests; i++)
                         (void) sd_bus_reply_method_errorf(j->requests[i], SYSEXTD_ERROR_FAILED, "Failed to start a worker: %s",
                                                           strerror(-r));
+                job_fail_varlink(j, r);
                 m->queue = j->next;
                 job_free(j);
         }
@@ -559,21 +584,37 @@ static int manager_queue_job(Manager *m, Job *j) {
         return manager_start_next(m);
 }
 
-static int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o) {
+/* A transition for a bus caller (request), a varlink caller (call), or the daemon itself. */
+static int manager_queue_transition_full(Manager *m, sd_bus_message *request, VarlinkCall *call, EngineVerb verb,
+                                         const EngineOptions *o) {
         Job *j;
 
         if (m->exiting) {
                 if (request)
                         (void) sd_bus_reply_method_errorf(request, SYSEXTD_ERROR_BUSY,
                                                           "sysextd is shutting down; the request was not run.");
+                if (call)
+                        (void) varlink_call_error_errno(call, -ESHUTDOWN);
                 return 0;
         }
         j = job_new(m, JOB_TRANSITION, request);
         if (!j)
                 return -ENOMEM;
+        if (call && job_add_vrequest(j, call, 0) < 0) {
+                job_free(j);
+                return -ENOMEM;
+        }
         j->verb = verb;
         j->options = *o;
         return manager_queue_job(m, j);
+}
+
+static int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o) {
+        return manager_queue_transition_full(m, request, NULL, verb, o);
+}
+
+static int manager_queue_transition_varlink(Manager *m, VarlinkCall *call, EngineVerb verb, const EngineOptions *o) {
+        return manager_queue_transition_full(m, NULL, call, verb, o);
 }
 
 static int manager_queue_follow(Manager *m, sd_bus_message *request, int pidfd, pid_t pid, bool follow) {
@@ -721,32 +762,57 @@ static int manager_queue_machine(Manager *m, const char *machine, int pidfd, pid
         return manager_queue_job(m, j);
 }
 
-static int manager_list_images(Manager *m, sd_bus_message *request) {
+/* A listing for a bus caller (request) or a varlink caller (call, for the classes it asked for):
+ * from the last listing while nothing changed, else from the running listing job or a new one. */
+static int manager_list_images_full(Manager *m, sd_bus_message *request, VarlinkCall *call, unsigned classes) {
         uint64_t fingerprint = 0;
         int r;
 
-        if (m->exiting)
+        if (m->exiting) {
+                if (call)
+                        return varlink_call_error_errno(call, -ESHUTDOWN);
                 return sd_bus_reply_method_errorf(request, SYSEXTD_ERROR_BUSY, "sysextd is shutting down.");
+        }
         manager_update_idle(m);
         if (engine_discovery_fingerprint(m->engine, &fingerprint) < 0)
                 fingerprint = 0;
-        if (m->list_cache && fingerprint != 0 && fingerprint == m->list_fingerprint)
+        if (m->list_cache && fingerprint != 0 && fingerprint == m->list_fingerprint) {
+                if (call) {
+                        varlink_service_reply(m, &(VarlinkRequest) { .call = call, .classes = classes }, JOB_LIST, m->list_cache);
+                        return 0;
+                }
                 return bus_reply_list(request, m->list_cache);
+        }
         if (m->listing)
                 /* One listing at a time; everyone who asks meanwhile gets its answer. */
-                return job_add_request(m->listing, request);
+                return call ? job_add_vrequest(m->listing, call, classes) : job_add_request(m->listing, request);
 
         m->listing = job_new(m, JOB_LIST, request);
         if (!m->listing)
                 return -ENOMEM;
+        if (call && job_add_vrequest(m->listing, call, classes) < 0) {
+                job_free(m->listing);
+                m->listing = NULL;
+                return -ENOMEM;
+        }
         m->listing->fingerprint = fingerprint;
         r = job_start(m->listing);
         if (r < 0) {
                 job_free(m->listing);
                 m->listing = NULL;
+                if (call)
+                        return varlink_call_error_errno(call, r);
                 return sd_bus_reply_method_errorf(request, SYSEXTD_ERROR_FAILED, "Failed to start a worker: %s", strerror(-r));
         }
         return 0;
+}
+
+static int manager_list_images(Manager *m, sd_bus_message *request) {
+        return manager_list_images_full(m, request, NULL, 0);
+}
+
+static int manager_list_images_varlink(Manager *m, VarlinkCall *call, unsigned classes) {
+        return manager_list_images_full(m, NULL, call, classes);
 }
 
 static int on_name_released(sd_bus_message *reply, void *userdata, sd_bus_error *error) {
@@ -763,7 +829,8 @@ static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
         int r;
 
-        if (m->queue || m->listing || m->n_authorizing > 0 || m->releasing || unit_jobs_pending(m) > 0)
+        if (m->queue || m->listing || m->n_authorizing > 0 || m->releasing || unit_jobs_pending(m) > 0 ||
+            varlink_server_n_connections(m->varlink) > 0)
                 return 0;
         log_info("Idle for %" PRIu64 " s, exiting.", m->dconfig.idle_timeout_usec / 1000000);
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Exiting on idle.");
@@ -783,7 +850,7 @@ static void manager_update_idle(Manager *m) {
         if (m->dconfig.idle_timeout_usec == 0 || m->releasing)
                 return;
         if (m->queue || m->listing || m->n_authorizing > 0 || unit_jobs_pending(m) > 0 || m->delay_deadline > 0 ||
-            m->confirm_deadline > 0) {
+            m->confirm_deadline > 0 || varlink_server_n_connections(m->varlink) > 0) {
                 (void) sd_event_source_set_enabled(m->idle_timer, SD_EVENT_OFF);
                 return;
         }
@@ -814,6 +881,7 @@ static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, voi
                         for (size_t i = 0; i < rest->n_requests; i++)
                                 (void) sd_bus_reply_method_errorf(rest->requests[i], SYSEXTD_ERROR_BUSY,
                                                                   "sysextd is shutting down; the request was not run.");
+                        job_fail_varlink(rest, -ESHUTDOWN);
                         job_free(rest);
                         rest = n;
                 }
@@ -823,6 +891,7 @@ static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, voi
                 for (size_t i = 0; i < m->listing->n_requests; i++)
                         (void) sd_bus_reply_method_errorf(m->listing->requests[i], SYSEXTD_ERROR_BUSY,
                                                           "sysextd is shutting down.");
+                job_fail_varlink(m->listing, -ESHUTDOWN);
                 job_free(m->listing);
                 m->listing = NULL;
         }
@@ -849,6 +918,8 @@ static const ManagerOps manager_ops = {
         .queue_confirm = manager_queue_confirm,
         .queue_machine = manager_queue_machine,
         .list_images = manager_list_images,
+        .queue_transition_varlink = manager_queue_transition_varlink,
+        .list_images_varlink = manager_list_images_varlink,
         .update_idle = manager_update_idle,
         .exit_if_done = manager_exit_if_done,
 };
@@ -926,6 +997,12 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
                 log_error_errno(r, "Failed to attach the bus to the event loop: %m");
                 goto finish;
         }
+        /* systemd's varlink interfaces, on the sockets systemd passed (or our own below a root). */
+        r = varlink_service_start(&m);
+        if (r < 0) {
+                log_error_errno(r, "Failed to serve varlink: %m");
+                goto finish;
+        }
         /* How the unit jobs of images that ship units end, watched from now on. */
         unit_jobs_watch(&m);
         /* FollowMachines=: machined's machines, listed and watched from now on. */
@@ -960,6 +1037,7 @@ finish:
                 m.queue = n;
         }
         job_free(m.listing);
+        varlink_service_stop(&m);
         unit_jobs_done(&m);
         machines_done(&m);
         json_object_putp(&m.list_cache);

@@ -21,6 +21,15 @@
 
 typedef struct Manager Manager;
 typedef struct MachineLookup MachineLookup;
+typedef struct VarlinkServer VarlinkServer;
+typedef struct VarlinkCall VarlinkCall;
+
+/* A varlink caller waiting for a job (varlink-service.c): the call, and for List the classes it
+ * asked for. */
+typedef struct VarlinkRequest {
+        VarlinkCall *call;
+        unsigned classes;
+} VarlinkRequest;
 
 /* What the bus interface and the unit jobs ask of the daemon (daemon.c). */
 typedef struct ManagerOps {
@@ -46,6 +55,10 @@ typedef struct ManagerOps {
         /* Answers a ListImages call: from the last listing while nothing changed, else from a
          * listing job (one at a time, shared). */
         int (*list_images)(Manager *m, sd_bus_message *request);
+        /* The same for a varlink caller (varlink-service.c): the call is referenced and
+         * answered when the job has run (or now, when the daemon is going). */
+        int (*queue_transition_varlink)(Manager *m, VarlinkCall *call, EngineVerb verb, const EngineOptions *o);
+        int (*list_images_varlink)(Manager *m, VarlinkCall *call, unsigned classes);
         /* Something began or ended: the idle timer is stopped, or started again. */
         void (*update_idle)(Manager *m);
         /* Exits the event loop when the daemon is going (SIGTERM, idle) and nothing is left to
@@ -91,6 +104,8 @@ typedef struct Job {
          * who asked while it ran. */
         sd_bus_message **requests;
         size_t n_requests;
+        VarlinkRequest *vrequests; /* the same over varlink */
+        size_t n_vrequests;
         uint64_t fingerprint; /* listing: of the images it looks at */
         /* Follow or Unfollow: the caller's pidfd (held: while the process lives, its PID is not
          * reused), that PID, and which of the two. */
@@ -118,6 +133,7 @@ struct Manager {
         sd_event *event;
         sd_bus *bus;
         sd_bus_slot *vtable_slot;
+        VarlinkServer *varlink; /* io.systemd.sysext and io.systemd.SysUpdate.Notify (varlink-service.c) */
         Engine *engine; /* read-only use in the bus process: status and properties */
         DaemonConfig dconfig;
 

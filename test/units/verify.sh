@@ -66,7 +66,7 @@ for src, dst in json.load(sys.stdin).items():
 )
 ((${#units[@]} > 0)) || fail "meson installs no systemd unit"
 log "installed units: ${units[*]}"
-for want in sysextd.service sysextd-merge.service sysextd-refresh.service sysextd-refresh.path; do
+for want in sysextd.service sysextd-merge.service sysextd-refresh.service sysextd-refresh.path sysextd-varlink.socket; do
 	printf '%s\n' "${units[@]}" | grep -q "/$want\$" || fail "$want is not installed"
 done
 

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+
+#include "engine.h"
+
+/* systemd's varlink interfaces as sysextd serves them (sysextd(8), VARLINK): io.systemd.sysext,
+ * as systemd-sysext has it, and io.systemd.SysUpdate.Notify, which systemd-sysupdate calls on
+ * every socket in /run/systemd/sysupdate/notify/ after an update.  Pure functions: a call's
+ * name and parameters become an engine request, a worker's result document becomes a reply.
+ *
+ *   Merge(class?, force?, noReload?, noexec?, allowInteractiveAuthentication?) -> ()
+ *   Unmerge(class?, noReload?, allowInteractiveAuthentication?) -> ()
+ *   Refresh(class?, force?, noReload?, noexec?, alwaysRefresh?, allowInteractiveAuthentication?) -> ()
+ *   List(class?) -> one reply per image, with "more" (ExpectedMore without)
+ *   OnCompletedUpdate(component?, version?, resources?) -> (): a refresh of both classes
+ *
+ * As in systemd-sysext, a call without "class" covers system extensions only; every parameter
+ * may be null (as absent); an unknown parameter, or one of the wrong type or value, is refused
+ * with org.varlink.service.InvalidParameter naming it (OnCompletedUpdate ignores what it does
+ * not know, as systemd's receivers do: sysupdate may add more). */
+
+#define SYSEXT_VARLINK_INTERFACE "io.systemd.sysext"
+#define SYSUPDATE_NOTIFY_INTERFACE "io.systemd.SysUpdate.Notify"
+#define SYSEXT_ERROR_NO_IMAGES_FOUND "io.systemd.sysext.NoImagesFound"
+#define SYSEXT_ERROR_ALREADY_MERGED "io.systemd.sysext.AlreadyMerged"
+
+/* Where systemd-sysext listens, and where systemd-sysupdate looks for receivers, below the root. */
+#define SYSEXT_VARLINK_SOCKET "run/systemd/io.systemd.sysext"
+#define SYSUPDATE_NOTIFY_SOCKET "run/systemd/sysupdate/notify/io.systemd.sysext"
+
+extern const char sysext_varlink_description[];
+extern const char sysupdate_notify_description[];
+extern const char *const sysext_varlink_methods[];
+extern const char *const sysupdate_notify_methods[];
+
+/* With sd-varlink (SYSEXTD_SD_VARLINK, libsystemd 257 and later) the same interfaces in its IDL
+ * (varlink-sysext-idl.c), for its introspection and parameter checks. */
+#if SYSEXTD_SD_VARLINK
+#include <systemd/sd-varlink-idl.h>
+extern const sd_varlink_interface vl_interface_io_systemd_sysext;
+extern const sd_varlink_interface vl_interface_io_systemd_SysUpdate_Notify;
+#define SYSEXT_VARLINK_IDL ((const void *) &vl_interface_io_systemd_sysext)
+#define SYSUPDATE_NOTIFY_IDL ((const void *) &vl_interface_io_systemd_SysUpdate_Notify)
+#else
+#define SYSEXT_VARLINK_IDL NULL
+#define SYSUPDATE_NOTIFY_IDL NULL
+#endif
+
+typedef enum SysextMethod {
+        SYSEXT_METHOD_MERGE,
+        SYSEXT_METHOD_UNMERGE,
+        SYSEXT_METHOD_REFRESH,
+        SYSEXT_METHOD_LIST,
+        SYSEXT_METHOD_COMPLETED_UPDATE,
+        _SYSEXT_METHOD_MAX,
+} SysextMethod;
+
+typedef struct SysextCall {
+        SysextMethod method;
+        EngineVerb verb;       /* the transition (OnCompletedUpdate: refresh) */
+        EngineOptions options; /* List: only .classes */
+        bool interactive;      /* allowInteractiveAuthentication */
+} SysextCall;
+
+/* Parses a call.  Returns 0; -EOPNOTSUPP for a method neither interface has (MethodNotFound);
+ * -EINVAL for a bad parameter, *ret_parameter then naming it (a string of the call's
+ * parameters, or static); -EPROTO for List without "more" (ExpectedMore). */
+int sysext_call_parse(const char *method, json_object *parameters, unsigned flags, SysextCall *ret,
+                      const char **ret_parameter);
+
+/* The reply to a transition from the worker's result document (doc NULL: the worker died):
+ * success is {} (also when there was nothing to merge, as with systemd-sysext); a merge into a
+ * merged hierarchy is AlreadyMerged {"hierarchy": merged_hierarchy, else "/usr"}; every other
+ * failure is io.systemd.System {"errno", "errnoName"}.  *ret_error is NULL for success;
+ * *ret_parameters is new.  Returns 0 or -ENOMEM. */
+int sysext_transition_reply(json_object *doc, const char *merged_hierarchy, const char **ret_error,
+                            json_object **ret_parameters);
+
+/* The List replies from a listing document: an array of systemd-sysext's image objects
+ * (Class, Type, Name, Path, ReadOnly) for the images of the classes asked for (0: all), in the
+ * listing's order.  NULL when the listing failed (*ret_errno: why) or on ENOMEM. */
+json_object *sysext_list_items(json_object *doc, unsigned classes, int *ret_errno);
+
+/* systemd's image type of one of sysextd's image kinds: directory, or raw for an image file. */
+const char *sysext_image_type(const char *kind);
