@@ -29,6 +29,9 @@ on_exit _rm_client
 chmod 0755 "$CLIENT_DIR"
 install -m 0755 "$(dirname "$0")/varlink-call.py" "$CLIENT_DIR/varlink-call.py"
 CLIENT=$CLIENT_DIR/varlink-call.py
+# The distribution's python3: one found through root's PATH may sit where nobody cannot reach.
+PYTHON=/usr/bin/python3
+[[ -x $PYTHON ]] || PYTHON=$(command -v python3)
 VL=$R/run/systemd/io.systemd.sysext
 NOTIFY=$R/run/systemd/sysupdate/notify/io.systemd.sysext
 
@@ -39,7 +42,7 @@ vcall() {
 		pre=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
 		shift
 	fi
-	_capture "${pre[@]}" python3 "$CLIENT" "$@"
+	_capture "${pre[@]}" "$PYTHON" "$CLIENT" "$@"
 }
 
 # field JSON-LINE PATH... — a field of a reply ("error", "parameters" "errno", ...).
