@@ -937,6 +937,8 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
         r = loopdev_attach(fd, offset, size, &img->loop);
         if (r < 0)
                 return refuse(img, IMAGE_REFUSED, "cannot attach a loop device: %s", strerror(-r));
+        img->loop_devnum = img->loop->devnum;
+        img->loop_diskseq = img->loop->diskseq;
 
         if (v.roothash) {
                 img->verity = ctx->use_dm ? VERITY_DM : VERITY_USERSPACE;
