@@ -517,6 +517,36 @@ static int get_delay(sd_bus *bus, EngineStatus *s) {
         return 0;
 }
 
+/* ListChangedImages(): the live layers that changed under the live tree, into the status.  A
+ * daemon that does not know the method has none to tell. */
+static int list_changed(sd_bus *bus, EngineStatus *s) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const char *name, *path, *how, *description;
+        uint64_t generation, since;
+        int r;
+
+        r = sd_bus_call_method(bus, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "ListChangedImages", &error, &reply,
+                               NULL);
+        if (r < 0) {
+                if (!sd_bus_error_has_name(&error, SD_BUS_ERROR_UNKNOWN_METHOD))
+                        log_warning("Failed to ask for the layers that changed: %s", error.message ?: strerror(-r));
+                return 0;
+        }
+        r = sd_bus_message_enter_container(reply, 'a', SYSEXTD_CHANGED_IMAGE_STRUCT);
+        while (r >= 0 &&
+               (r = sd_bus_message_read(reply, SYSEXTD_CHANGED_IMAGE_STRUCT, &name, &path, &how, &description, &generation, &since)) > 0) {
+                int h = watch_how_from_string(how);
+
+                r = watch_change_add(&s->changed, name, path, h > 0 ? h : WATCH_MODIFIED, description, generation, since);
+        }
+        if (r >= 0)
+                r = sd_bus_message_exit_container(reply);
+        if (r < 0)
+                return log_error_errno(r, "Failed to parse the layers that changed: %m");
+        return 0;
+}
+
 /* ListNamespaces(): the namespaces that did not get the last swap, printed as --no-bus does. */
 static int namespaces(sd_bus *bus, const OutputOptions *out) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
@@ -720,6 +750,9 @@ static int status(sd_bus *bus, const EngineOptions *opts, const OutputOptions *o
         if (r < 0)
                 return r;
         r = get_rollback(bus, &s.journal);
+        if (r < 0)
+                return r;
+        r = list_changed(bus, &s);
         if (r < 0)
                 return r;
 

@@ -116,6 +116,25 @@ json_object *output_status_json(const EngineStatus *s) {
         if (s->delay_deadline > 0)
                 json_object_object_add(o, "delayed", output_delayed_json(s));
         output_history_json(&s->journal, o);
+        if (s->changed.n > 0) {
+                json_object *ch = json_object_new_array();
+
+                for (size_t i = 0; i < s->changed.n; i++) {
+                        const WatchChange *c = &s->changed.changes[i];
+                        json_object *e = json_object_new_object();
+                        _cleanup_free_ char *since = since_string(c->since);
+
+                        json_object_object_add(e, "name", json_object_new_string(c->name));
+                        json_object_object_add(e, "path", json_object_new_string(c->path));
+                        json_object_object_add(e, "how", json_object_new_string(watch_how_to_string(c->how)));
+                        json_object_object_add(e, "description", json_object_new_string(c->description));
+                        json_object_object_add(e, "generation", json_object_new_uint64(c->generation));
+                        json_object_object_add(e, "since", json_new_string_or_null(since));
+                        json_object_object_add(e, "since_usec", json_object_new_uint64(c->since));
+                        json_object_array_add(ch, e);
+                }
+                json_object_object_add(o, "changed", ch);
+        }
         make_strings_safe(o);
         return o;
 }
@@ -413,6 +432,13 @@ static void output_status_text(json_object *status, bool legend) {
                         printf("  %s  %s  %s\n", strna(get_str(g, "generation")), strna(get_str(g, "when")), joined ?: "none");
                 }
         }
+        if (json_object_object_get_ex(status, "changed", &sk))
+                for (size_t i = 0; i < json_object_array_length(sk); i++) {
+                        json_object *c = json_object_array_get_idx(sk, i);
+
+                        printf("Changed: %s (%s) changed under the live tree since generation %s: %s.\n", strna(get_str(c, "name")),
+                               strna(get_str(c, "path")), strna(get_str(c, "generation")), strna(get_str(c, "description")));
+                }
         if (get_bool(status, "other_mount_namespace"))
                 printf("The trees were recorded in another mount namespace; run sysextd there.\n");
         if (json_object_object_get_ex(status, "followed", &sk))

@@ -456,6 +456,16 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
                     c->st.st_mtim.tv_nsec != img->st.st_mtim.tv_nsec || c->stamp != img->stamp ||
                     c->judged_by != judged_by)
                         continue;
+                /* Its loop device must still read that file (watch.h): a backing file swapped
+                 * with LOOP_CHANGE_FD keeps the image's identity but not what the layer reads. */
+                if (c->loop_devnum != 0) {
+                        uint64_t seq;
+
+                        if (watch_read_diskseq(c->loop_devnum, &seq) < 0 || seq != c->loop_diskseq) {
+                                log_debug("Not reusing the mount of %s: its loop device changed media.", img->path);
+                                continue;
+                        }
+                }
                 fd = fcntl(c->root_fd, F_DUPFD_CLOEXEC, 3);
                 if (fd < 0)
                         return false;
@@ -487,6 +497,8 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
                         img->root_fd = -EBADF;
                         return false; /* probed anew */
                 }
+                img->loop_devnum = c->loop_devnum;
+                img->loop_diskseq = c->loop_diskseq;
                 img->verdict = IMAGE_COMPATIBLE;
                 log_debug("Reusing the mount of %s.", img->path);
                 return true;
@@ -892,6 +904,18 @@ static int gather_images(Engine *e, const EngineOptions *o, Journal *j, const Ge
          * built without it may merge more, so it is no "unchanged". */
         unchanged = verb == ENGINE_REFRESH && !target && !o->always_refresh && !j->incomplete && j->config_stamp == stamp && any_live &&
                     (!o->force || j->forced) && plan_images_unchanged(images, &j->images, covered_classes(o));
+        /* A live layer that changed under the tree while its file kept its identity (its loop
+         * device's backing file swapped, a write whose time was set back: watch.h) is no
+         * "unchanged": it is probed anew, never reused. */
+        if (unchanged) {
+                _cleanup_(watch_change_list_done) WatchChangeList changed = {};
+
+                if (watch_scan(e->root_fd, e->root, e->journal_fd, j, &changed) >= 0 && changed.n > 0) {
+                        log_info("%s changed under the live tree (%s); refreshing.", changed.changes[0].path,
+                                 changed.changes[0].description);
+                        unchanged = false;
+                }
+        }
         if (!unchanged) {
                 r = probe_all(e, images, o);
                 if (r < 0)
@@ -1329,6 +1353,7 @@ void engine_status_done(EngineStatus *s) {
         journal_done(&s->journal);
         follower_list_done(&s->followers);
         delay_scan_done(&s->delayed);
+        watch_change_list_done(&s->changed);
         *s = (EngineStatus) {};
 }
 
@@ -1760,6 +1785,14 @@ int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret) {
                 if (r < 0) {
                         hierarchy_states_free(states, n);
                         return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to find the mount namespaces of the delayed transition: %m");
+                }
+        }
+        /* What changed under the live layers; a failure to look is no failure of the status. */
+        if (!s.pending || journal_delayed(&s.journal)) {
+                r = watch_scan(e->root_fd, e->root, dfd, &s.journal, &s.changed);
+                if (r == -ENOMEM) {
+                        hierarchy_states_free(states, n);
+                        return r;
                 }
         }
         for (size_t i = 0; i < n; i++) {

@@ -12,6 +12,7 @@
 #include "namespaces.h"
 #include "transition.h"
 #include "units.h"
+#include "watch.h"
 
 /* The engine: merge, refresh, unmerge, list and status on one root.  The CLI verb and the
  * D-Bus method call the same functions.  Functions log what they do; a failure is logged once
@@ -204,6 +205,9 @@ typedef struct EngineStatus {
          * mount namespaces show its old and which its new trees. */
         uint64_t delayed_since, delay_deadline, delayed_generation;
         DelayScan delayed;
+        /* Live layers that changed under the live tree since they were merged (watch.h):
+         * what the daemon saw (run/sysextd/changed.json) and what a stat() finds now. */
+        WatchChangeList changed;
 } EngineStatus;
 
 void engine_status_done(EngineStatus *s);

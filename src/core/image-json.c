@@ -65,6 +65,8 @@ static const struct {
         F("mtime_sec", FIELD_SIGNED, st.st_mtim.tv_sec, J | W, false),
         F("mtime_nsec", FIELD_SIGNED, st.st_mtim.tv_nsec, J | W, false),
         F("stamp", FIELD_UNSIGNED, stamp, J | W, false),
+        O("loop_devnum", FIELD_UNSIGNED, loop_devnum, J | W),
+        O("loop_diskseq", FIELD_UNSIGNED, loop_diskseq, J | W),
         F("judged_by", FIELD_UNSIGNED, judged_by, J | W, false),
         O("reload_manager", FIELD_BOOL, reload_manager, J | W),
         O("restart_units", FIELD_STRV, restart_units, J | W),

@@ -1074,6 +1074,8 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
         if (r < 0)
                 return refuse(img, IMAGE_REFUSED, "cannot attach a loop device: %s", strerror(-r));
         img->backing = IMAGE_BACKING_LOOP;
+        img->loop_devnum = img->loop->devnum;
+        img->loop_diskseq = img->loop->diskseq;
 
         if (v.roothash) {
                 img->verity = ctx->use_dm ? VERITY_DM : VERITY_USERSPACE;

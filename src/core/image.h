@@ -63,6 +63,12 @@ typedef struct Image {
         int root_fd;        /* directory fd, or fd of the root of the detached image mount */
         LoopDevice *loop;   /* for raw images mounted through a loop device */
         ImageBacking backing; /* what the mount is made from; kept in the journal */
+        /* The loop device the image was attached to, and its disk sequence number right after
+         * the attach (0 and 0: none: a directory, or an erofs mounted straight from its file).
+         * Kept in the journal and the daemon's cache, after the probe has let go of the device:
+         * what the daemon watches while the image is merged (watch.h). */
+        uint64_t loop_devnum;
+        uint64_t loop_diskseq;
         unsigned hierarchies; /* bit mask of hierarchies the image has content for */
 
         char *fstype;       /* file system mounted (for a disk image: of its partition) */

@@ -189,6 +189,8 @@ static int set_default(Parser *p, const char *section, const char *key) {
                 p->engine->generations = d.generations;
         else if (streq(key, "FollowMachines"))
                 p->daemon->follow_machines = false;
+        else if (streq(key, "OnImageChange"))
+                p->daemon->refresh_on_change = false;
         else if (streq(key, "IdleTimeoutSec"))
                 p->daemon->idle_timeout_usec = CONFIG_DEFAULT_IDLE_TIMEOUT_USEC;
         engine_config_done(&d);
@@ -206,6 +208,7 @@ static const char *const known[][2] = {
         { "Extensions", "Delay" },
         { "Extensions", "Generations" },
         { "Extensions", "FollowMachines" },
+        { "Extensions", "OnImageChange" },
         { "ConfigurationExtensions", "SearchPaths" },
         { "ConfigurationExtensions", "Hierarchies" },
         { "ConfigurationExtensions", "NoExec" },
@@ -295,6 +298,14 @@ static int assign(Parser *p, const char *section, const char *key, const char *v
                 r = parse_bool(value, &b), what = "a boolean";
                 if (r >= 0)
                         p->daemon->follow_machines = b;
+        } else if (streq(key, "OnImageChange")) {
+                what = "'report' or 'refresh'";
+                if (streq(value, "report"))
+                        p->daemon->refresh_on_change = false;
+                else if (streq(value, "refresh"))
+                        p->daemon->refresh_on_change = true;
+                else
+                        r = -EINVAL;
         } else if (streq(key, "IdleTimeoutSec")) {
                 char *end;
                 unsigned long long v;

@@ -12,6 +12,8 @@
 typedef struct DaemonConfig {
         uint64_t idle_timeout_usec; /* 0: never exit when idle */
         bool follow_machines;       /* FollowMachines=: follow every machine systemd-machined knows */
+        bool refresh_on_change;     /* OnImageChange=refresh: a live layer that changed is refreshed
+                                     * by the daemon (else: report) */
 } DaemonConfig;
 
 /* Reads 'path', or etc/sysextd/sysextd.conf below root_fd when path is NULL (a missing default

@@ -79,6 +79,13 @@
 #define SYSEXTD_LAST_ROLLBACK_STRUCT "(tttss)"
 #define SYSEXTD_PIN_STRUCT "(sssst)"
 #define SYSEXTD_GENERATION_STRUCT "(ttba(ssss))"
+/* ListChangedImages() -> a(sssstt), one per live layer that changed under the live tree since
+ * it was merged (sysextd(8), WATCHED LAYERS): name, path, how ("media-changed", "modified",
+ * "deleted", "replaced"), description (for people), generation (the one it changed under),
+ * since (CLOCK_REALTIME µs when it was noticed).
+ * ImageChanged(s name, s path, s how, s description, t generation): the same, when the daemon
+ * notices it. */
+#define SYSEXTD_CHANGED_IMAGE_STRUCT "(sssstt)"
 
 /* How long a client waits for a transition. */
 #define SYSEXTD_CALL_TIMEOUT_USEC (15ULL * 60ULL * 1000000ULL)

@@ -223,6 +223,27 @@ void bus_emit_tree_changed(Manager *m) {
                 (void) sd_bus_send(m->bus, signal, NULL);
 }
 
+void bus_emit_image_changed(Manager *m, const WatchChange *c) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *signal = NULL;
+        int r;
+
+        r = sd_bus_message_new_signal(m->bus, &signal, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "ImageChanged");
+        if (r >= 0)
+                r = append_string(signal, c->name);
+        if (r >= 0)
+                r = append_string(signal, c->path);
+        if (r >= 0)
+                r = append_string(signal, watch_how_to_string(c->how));
+        if (r >= 0)
+                r = append_string(signal, c->description);
+        if (r >= 0)
+                r = sd_bus_message_append(signal, "t", c->generation);
+        if (r >= 0)
+                r = sd_bus_send(m->bus, signal, NULL);
+        if (r < 0)
+                log_warning_errno(r, "Failed to emit ImageChanged for %s: %m", c->path);
+}
+
 void bus_emit_follow_failed(Manager *m) {
         _cleanup_(follower_list_done) FollowerList l = {};
         int r;
@@ -1117,6 +1138,45 @@ static int method_get_rollback(sd_bus_message *message, void *userdata, sd_bus_e
         return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
 }
 
+/* ListChangedImages(): the live layers that changed under the live tree, as status shows them
+ * (engine_status(): what the daemon saw and what a stat() finds now). */
+static int method_list_changed_images(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+        Manager *m = userdata;
+        _cleanup_(engine_status_done) EngineStatus s = {};
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        m->ops->update_idle(m);
+        r = engine_status(m->engine, NULL, &s);
+        if (r < 0)
+                return status_error(m, error);
+        r = sd_bus_message_new_method_return(message, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', SYSEXTD_CHANGED_IMAGE_STRUCT);
+        for (size_t i = 0; r >= 0 && i < s.changed.n; i++) {
+                const WatchChange *c = &s.changed.changes[i];
+
+                r = sd_bus_message_open_container(reply, 'r', "sssstt");
+                if (r >= 0)
+                        r = append_string(reply, c->name);
+                if (r >= 0)
+                        r = append_string(reply, c->path);
+                if (r >= 0)
+                        r = append_string(reply, watch_how_to_string(c->how));
+                if (r >= 0)
+                        r = append_string(reply, c->description);
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "tt", c->generation, c->since);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
 static int method_get_status(sd_bus_message *message, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
         _cleanup_(engine_status_done) EngineStatus s = {};
@@ -1380,7 +1440,12 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_RESULT("s", mode, "t", generation, "a(sbastb)", hierarchies, "a(ssss)", skipped,
                                               "s", policy, "a(sssb)", images, "a(ssb)", classes),
                                 method_get_status, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListChangedImages", SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("a" SYSEXTD_CHANGED_IMAGE_STRUCT, images), method_list_changed_images,
+                                SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("TreeChanged", SD_BUS_ARGS("t", generation, "as", extensions), 0),
+        SD_BUS_SIGNAL_WITH_ARGS("ImageChanged",
+                                SD_BUS_ARGS("s", name, "s", path, "s", how, "s", description, "t", generation), 0),
         SD_BUS_SIGNAL_WITH_ARGS("FollowFailed", SD_BUS_ARGS("t", namespace, "i", pid, "s", message), 0),
         SD_BUS_SIGNAL_WITH_ARGS("UnitJobsFinished", SD_BUS_ARGS("t", generation, "a" SYSEXTD_UNIT_JOB_STRUCT, jobs), 0),
         SD_BUS_VTABLE_END,

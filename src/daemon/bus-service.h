@@ -18,3 +18,5 @@ int bus_reply_failure(sd_bus_message *request, json_object *doc, const char *fal
 void bus_emit_tree_changed(Manager *m);
 /* FollowFailed for every followed namespace whose last update failed, as recorded now. */
 void bus_emit_follow_failed(Manager *m);
+/* ImageChanged for a live layer that changed under the live tree (layer-watch.h). */
+void bus_emit_image_changed(Manager *m, const WatchChange *c);

@@ -53,6 +53,7 @@
 #include "image-json.h"
 #include "json-util.h"
 #include "kernel.h"
+#include "layer-watch.h"
 #include "log.h"
 #include "machines.h"
 #include "manager.h"
@@ -443,6 +444,7 @@ static void job_finish(Job *j) {
         if (j->type != JOB_LIST) {
                 bool died = !doc, recovery = j->recovery, complete = j->complete;
                 bool transition = j->type == JOB_TRANSITION;
+                JobType j_type = j->type;
                 size_t n_requests = j->n_requests;
 
                 assert(m->queue == j);
@@ -478,6 +480,9 @@ static void job_finish(Job *j) {
                 else if (!died && recovery)
                         manager_after_recovery(m, complete);
                 manager_emit_changes(m);
+                /* The live layers may be others now: watched anew. */
+                if (transition || j_type == JOB_COMMIT)
+                        layer_watch_rebuild(m);
                 (void) manager_start_next(m);
         } else {
                 if (doc_succeeded(doc) && j->fingerprint != 0) {
@@ -830,7 +835,8 @@ static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
         int r;
 
         if (m->queue || m->listing || m->n_authorizing > 0 || m->releasing || unit_jobs_pending(m) > 0 ||
-            varlink_server_n_connections(m->varlink) > 0)
+            varlink_server_n_connections(m->varlink) > 0 ||
+            layer_watch_keeps_alive(m))
                 return 0;
         log_info("Idle for %" PRIu64 " s, exiting.", m->dconfig.idle_timeout_usec / 1000000);
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Exiting on idle.");
@@ -850,7 +856,8 @@ static void manager_update_idle(Manager *m) {
         if (m->dconfig.idle_timeout_usec == 0 || m->releasing)
                 return;
         if (m->queue || m->listing || m->n_authorizing > 0 || unit_jobs_pending(m) > 0 || m->delay_deadline > 0 ||
-            m->confirm_deadline > 0 || varlink_server_n_connections(m->varlink) > 0) {
+            m->confirm_deadline > 0 || varlink_server_n_connections(m->varlink) > 0 ||
+            layer_watch_keeps_alive(m)) {
                 (void) sd_event_source_set_enabled(m->idle_timer, SD_EVENT_OFF);
                 return;
         }
@@ -1012,6 +1019,10 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
                 bus_emit_tree_changed(&m);
         manager_after_recovery(&m, /* complete= */ true);
         manager_emit_changes(&m); /* and the deadlines of a delayed transition and of a confirmation */
+        /* The live layers, watched from now on; what changed while no daemon watched is found
+         * now. */
+        if (layer_watch_start(&m) < 0)
+                log_warning("Failed to watch the live layers; status still finds what changed under them.");
         manager_update_idle(&m);
         log_info("Serving %s for %s (generation %" PRIu64 ", %s mode).", SYSEXTD_BUS_NAME, m.engine->root, m.generation,
                  kernel_has_mount_beneath() ? "mount-beneath" : m.engine->config.allow_degraded ? "degraded" : "no-refresh");
@@ -1040,6 +1051,7 @@ finish:
         varlink_service_stop(&m);
         unit_jobs_done(&m);
         machines_done(&m);
+        layer_watch_done(&m);
         json_object_putp(&m.list_cache);
         image_list_free(&m.cache);
         sd_event_source_disable_unref(m.idle_timer);

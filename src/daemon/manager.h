@@ -30,6 +30,7 @@ typedef struct VarlinkRequest {
         VarlinkCall *call;
         unsigned classes;
 } VarlinkRequest;
+typedef struct LayerWatch LayerWatch;
 
 /* What the bus interface and the unit jobs ask of the daemon (daemon.c). */
 typedef struct ManagerOps {
@@ -173,6 +174,9 @@ struct Manager {
          * the machines being looked up. */
         sd_bus_slot *machine_new_slot, *machine_removed_slot, *machined_owner_slot, *list_machines_slot;
         MachineLookup *machine_lookups;
+
+        /* The live layers watched for changes under the live tree (layer-watch.c). */
+        LayerWatch *watch;
 
         bool exiting;   /* SIGTERM: the running transition finishes and is answered, then exit */
         int releasing;  /* idle: 1 while the bus name is being given back, 2 once it is */

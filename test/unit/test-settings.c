@@ -76,6 +76,13 @@ int main(void) {
         CHECK(parse("[Extensions]\nFollowMachines=yes\nFollowMachines=\n", &c, &d, &msg) == 0 && !d.follow_machines);
         CHECK(parse("[Extensions]\nFollowMachines=sometimes\n", &c, &d, &msg) == -EINVAL && strstr(msg, "FollowMachines="));
         CHECK(parse("[Daemon]\nFollowMachines=yes\n", &c, &d, &msg) == -EINVAL && strstr(msg, "unknown setting"));
+        /* OnImageChange=: report (the default) or refresh, in [Extensions]. */
+        CHECK(parse("", &c, &d, &msg) == 0 && !d.refresh_on_change);
+        CHECK(parse("[Extensions]\nOnImageChange=refresh\n", &c, &d, &msg) == 0 && d.refresh_on_change);
+        CHECK(parse("[Extensions]\nOnImageChange=refresh\nOnImageChange=report\n", &c, &d, &msg) == 0 && !d.refresh_on_change);
+        CHECK(parse("[Extensions]\nOnImageChange=refresh\nOnImageChange=\n", &c, &d, &msg) == 0 && !d.refresh_on_change);
+        CHECK(parse("[Extensions]\nOnImageChange=reboot\n", &c, &d, &msg) == -EINVAL && strstr(msg, "OnImageChange="));
+        CHECK(parse("[Daemon]\nOnImageChange=refresh\n", &c, &d, &msg) == -EINVAL && strstr(msg, "unknown setting"));
 
         /* Errors name the line. */
         CHECK(parse("[Extensions]\nStrict=maybe\n", &c, &d, &msg) == -EINVAL);

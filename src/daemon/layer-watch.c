@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Layers watched while merged (sysextd(8), WATCHED LAYERS).  In the bus process, never blocking:
+ * a stat() per layer and a sysfs read per loop device is all a check costs.
+ *
+ * What is watched, rebuilt from the journal at start and after every transition:
+ *   - each live image file with inotify: IN_MODIFY (written in place), IN_ATTRIB (its link
+ *     count drops when it is deleted or renamed over while the loop device keeps it open, so
+ *     IN_DELETE_SELF does not come), IN_DELETE_SELF, IN_MOVE_SELF, and IN_CLOSE_NOWRITE /
+ *     IN_CLOSE_WRITE: the loop device lets go of its backing file when LOOP_CHANGE_FD swaps it,
+ *     which the kernel announces as a close of the old file even where the device's own uevent
+ *     is suppressed during the swap;
+ *   - the directory holding it: IN_CREATE, IN_MOVED_TO, IN_MOVED_FROM, IN_DELETE of its name;
+ *   - its loop device through the kernel's uevents: a "change" of that MAJOR:MINOR, with
+ *     DISK_MEDIA_CHANGE=1 or a DISKSEQ other than the recorded one.  The kernel's own netlink
+ *     group, not sd-device's monitor: that one listens to udev's re-broadcast, and sysextd
+ *     must not depend on udev (there is none in an initrd without it, nor on the test machines).
+ * An event only says "look": after a quiet second (a burst is one check) every layer not yet
+ * known as changed is judged (watch_judge(): the recorded identity against a stat() and the
+ * device's diskseq, plus what the events saw).  Each new change is logged, signalled
+ * (ImageChanged), written to run/sysextd/changed.json for status, and its layer dropped from
+ * the image cache.  With OnImageChange=refresh a refresh (rebuilding, never reusing the
+ * changed layer) is queued, once per generation: a refresh that fails, or leaves a layer
+ * changed, is reported and left to the operator, never retried in a loop.
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/netlink.h>
+#include <linux/openat2.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/socket.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "bus-service.h"
+#include "fd-util.h"
+#include "journal.h"
+#include "layer-watch.h"
+#include "log.h"
+#include "util.h"
+#include "watch.h"
+
+#define DEBOUNCE_USEC (1000ULL * 1000ULL)
+#define FILE_MASK (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_DELETE_SELF | IN_MOVE_SELF)
+#define DIRECTORY_IMAGE_MASK (IN_DELETE_SELF | IN_MOVE_SELF)
+#define PARENT_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+
+typedef struct WatchedLayer {
+        Image *img; /* in LayerWatch.images */
+        char *base; /* its name in its directory */
+        int file_wd, dir_wd;
+        bool modify_seen, media_change_seen;
+} WatchedLayer;
+
+struct LayerWatch {
+        Manager *manager;
+        uint64_t generation;
+        bool have_generation;
+        ImageList images; /* the journal's, of that generation */
+        WatchedLayer *layers;
+        size_t n_layers;
+        WatchChangeList changed; /* reported under this generation (changed.json) */
+
+        int inotify_fd;
+        sd_event_source *inotify_source;
+        int uevent_fd;
+        sd_event_source *uevent_source;
+        sd_event_source *debounce;
+        bool by_event;     /* the next check follows an event (or the start): it may refresh */
+        bool at_start;
+        uint64_t refreshed; /* the generation an automatic refresh was queued from; UINT64_MAX: none */
+};
+
+static void layers_clear(LayerWatch *w) {
+        for (size_t i = 0; i < w->n_layers; i++)
+                free(w->layers[i].base);
+        free(w->layers);
+        w->layers = NULL;
+        w->n_layers = 0;
+        image_list_free(&w->images);
+        w->inotify_source = sd_event_source_disable_unref(w->inotify_source);
+        w->inotify_fd = safe_close(w->inotify_fd);
+}
+
+static WatchedLayer *layer_of_devnum(LayerWatch *w, uint64_t devnum) {
+        for (size_t i = 0; i < w->n_layers; i++)
+                if (w->layers[i].img->loop_devnum == devnum)
+                        return &w->layers[i];
+        return NULL;
+}
+
+/* The image cache must not hand a changed layer to the next transition. */
+static void cache_drop(Manager *m, const char *path) {
+        for (size_t i = 0; i < m->cache.n;)
+                if (streq(m->cache.images[i].path, path)) {
+                        image_done(&m->cache.images[i]);
+                        memmove(&m->cache.images[i], &m->cache.images[i + 1], sizeof(Image) * (m->cache.n - i - 1));
+                        m->cache.n--;
+                } else
+                        i++;
+}
+
+static void save_changes(LayerWatch *w) {
+        _cleanup_close_ int dfd = -EBADF;
+        int r;
+
+        r = journal_dir_open(w->manager->engine->root_fd, true, &dfd);
+        if (r >= 0)
+                r = watch_changes_save(dfd, &w->changed, w->generation);
+        if (r < 0)
+                log_warning_errno(r, "Failed to write %s/%s/%s; status finds the changes again where a stat() can: %m",
+                                  w->manager->engine->root, JOURNAL_DIR, WATCH_CHANGED_FILE);
+}
+
+static void check_all(LayerWatch *w) {
+        Manager *m = w->manager;
+        bool may_refresh = w->by_event, at_start = w->at_start;
+        size_t n_new = 0;
+
+        w->by_event = w->at_start = false;
+        for (size_t i = 0; i < w->n_layers; i++) {
+                WatchedLayer *l = &w->layers[i];
+                _cleanup_free_ char *description = NULL;
+                WatchFacts f;
+                WatchHow how;
+
+                if (watch_change_find(&w->changed, l->img->path))
+                        continue;
+                watch_observe(m->engine->root_fd, m->engine->root, l->img, &f);
+                f.modify_seen = l->modify_seen;
+                f.media_change_seen = l->media_change_seen;
+                how = watch_judge(l->img, &f);
+                if (how == WATCH_UNCHANGED)
+                        continue;
+                if (watch_describe(l->img, how, &f, &description) < 0 ||
+                    watch_change_add(&w->changed, l->img->name, l->img->path, how, description, w->generation,
+                                     now_realtime_usec()) < 0) {
+                        log_oom();
+                        continue;
+                }
+                n_new++;
+                log_warning("%s changed under the live tree since generation %" PRIu64 ": %s.", l->img->path, w->generation,
+                            description);
+                bus_emit_image_changed(m, &w->changed.changes[w->changed.n - 1]);
+                cache_drop(m, l->img->path);
+        }
+        if (n_new > 0)
+                save_changes(w);
+
+        if (!m->dconfig.refresh_on_change || w->changed.n == 0 || !(may_refresh && (n_new > 0 || at_start)))
+                return;
+        if (w->refreshed == w->generation) {
+                log_warning("A layer of generation %" PRIu64 " changed again after its automatic refresh was queued; not refreshing again (run 'sysextd refresh').",
+                            w->generation);
+                return;
+        }
+        w->refreshed = w->generation;
+        log_info("Refreshing by itself (OnImageChange=refresh): %zu layer(s) of generation %" PRIu64 " changed under the live tree.",
+                 w->changed.n, w->generation);
+        EngineOptions o = ENGINE_OPTIONS_INIT;
+        o.always_refresh = true;
+        if (m->ops->queue_transition(m, NULL, ENGINE_REFRESH, &o) < 0)
+                log_warning("Failed to queue the automatic refresh; run 'sysextd refresh'.");
+}
+
+static int on_debounce(sd_event_source *s, uint64_t usec, void *userdata) {
+        check_all(userdata);
+        return 0;
+}
+
+/* Something happened: look after a quiet second. */
+static void poke(LayerWatch *w) {
+        w->by_event = true;
+        if (!w->debounce) {
+                if (sd_event_add_time_relative(w->manager->event, &w->debounce, CLOCK_MONOTONIC, DEBOUNCE_USEC, 0, on_debounce, w) < 0) {
+                        check_all(w);
+                        return;
+                }
+        } else
+                (void) sd_event_source_set_time_relative(w->debounce, DEBOUNCE_USEC);
+        (void) sd_event_source_set_enabled(w->debounce, SD_EVENT_ONESHOT);
+}
+
+static int on_inotify(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        LayerWatch *w = userdata;
+        union {
+                struct inotify_event ev;
+                char buf[16 * 1024];
+        } u;
+        bool any = false;
+
+        for (;;) {
+                ssize_t n = read(fd, &u, sizeof(u));
+
+                if (n <= 0)
+                        break;
+                for (char *p = u.buf; p < u.buf + n;) {
+                        struct inotify_event *ev = (struct inotify_event *) p;
+
+                        p += sizeof(struct inotify_event) + ev->len;
+                        if (ev->mask & IN_Q_OVERFLOW) {
+                                any = true;
+                                continue;
+                        }
+                        for (size_t i = 0; i < w->n_layers; i++) {
+                                WatchedLayer *l = &w->layers[i];
+
+                                if (ev->wd == l->file_wd) {
+                                        if ((ev->mask & IN_MODIFY) && l->img->kind != IMAGE_DIRECTORY)
+                                                l->modify_seen = true;
+                                        any = true;
+                                } else if (ev->wd == l->dir_wd &&
+                                           (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) ||
+                                            (ev->len > 0 && streq(ev->name, l->base))))
+                                        any = true;
+                        }
+                }
+        }
+        if (any)
+                poke(w);
+        return 0;
+}
+
+/* A kernel uevent: "ACTION@DEVPATH\0KEY=VALUE\0...". */
+static int on_uevent(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        LayerWatch *w = userdata;
+        char buf[8192];
+
+        for (;;) {
+                struct sockaddr_nl sa = {};
+                struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) - 1 };
+                struct msghdr mh = { .msg_name = &sa, .msg_namelen = sizeof(sa), .msg_iov = &iov, .msg_iovlen = 1 };
+                const char *action = NULL, *subsystem = NULL, *maj = NULL, *min = NULL, *seq = NULL;
+                bool media = false;
+                ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT);
+                WatchedLayer *l;
+
+                if (n < 0) {
+                        if (errno == ENOBUFS)
+                                poke(w); /* events were lost: look at everything */
+                        if (errno == ENOBUFS || errno == EINTR)
+                                continue;
+                        break;
+                }
+                if (n == 0 || sa.nl_pid != 0 || (mh.msg_flags & MSG_TRUNC))
+                        continue; /* only the kernel's own */
+                buf[n] = 0;
+                for (char *p = buf; p < buf + n; p += strlen(p) + 1) {
+                        const char *v;
+
+                        if ((v = startswith(p, "ACTION=")))
+                                action = v;
+                        else if ((v = startswith(p, "SUBSYSTEM=")))
+                                subsystem = v;
+                        else if ((v = startswith(p, "MAJOR=")))
+                                maj = v;
+                        else if ((v = startswith(p, "MINOR=")))
+                                min = v;
+                        else if ((v = startswith(p, "DISKSEQ=")))
+                                seq = v;
+                        else if (streq(p, "DISK_MEDIA_CHANGE=1"))
+                                media = true;
+                }
+                if (!action || !streq(action, "change") || !subsystem || !streq(subsystem, "block") || !maj || !min)
+                        continue;
+                l = layer_of_devnum(w, makedev(strtoul(maj, NULL, 10), strtoul(min, NULL, 10)));
+                if (!l)
+                        continue;
+                if (media)
+                        l->media_change_seen = true;
+                if (seq && strtoull(seq, NULL, 10) != l->img->loop_diskseq)
+                        log_debug("Loop device %s:%s under %s: disk sequence number %s, %" PRIu64 " at merge.", maj, min,
+                                  l->img->path, seq, l->img->loop_diskseq);
+                poke(w);
+        }
+        return 0;
+}
+
+static int add_watch_at(int ifd, int root_fd, const char *rel, uint32_t mask) {
+        _cleanup_close_ int fd = openat_resolve(root_fd, rel, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        int wd;
+
+        if (fd < 0)
+                return fd;
+        wd = inotify_add_watch(ifd, FORMAT_PROC_FD_PATH(fd), mask);
+        return wd < 0 ? negative_errno() : wd;
+}
+
+void layer_watch_rebuild(Manager *m) {
+        LayerWatch *w = m->watch;
+        _cleanup_(engine_status_done) EngineStatus s = {};
+        size_t n_live = 0;
+
+        if (!w || engine_status(m->engine, NULL, &s) < 0)
+                return;
+        if (s.pending && !journal_delayed(&s.journal))
+                return; /* resolved by the next job, which rebuilds again */
+
+        layers_clear(w);
+        if (!w->have_generation || s.generation != w->generation) {
+                _cleanup_close_ int dfd = -EBADF;
+
+                /* What was reported under this generation (by an earlier daemon, too). */
+                watch_change_list_done(&w->changed);
+                if (journal_dir_open(m->engine->root_fd, false, &dfd) >= 0)
+                        (void) watch_changes_load(dfd, &s.journal, &w->changed);
+                w->generation = s.generation;
+                w->have_generation = true;
+        }
+        w->images = s.journal.images;
+        s.journal.images = (ImageList) {};
+
+        for (size_t i = 0; i < w->images.n; i++)
+                n_live += watch_image_live(&w->images.images[i]);
+        if (n_live == 0)
+                return;
+        w->layers = calloc(n_live, sizeof(WatchedLayer));
+        if (!w->layers) {
+                log_oom();
+                return;
+        }
+        w->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (w->inotify_fd < 0)
+                log_warning_errno(errno, "Failed to set up inotify; changes to image files are found only by status: %m");
+        else if (sd_event_add_io(m->event, &w->inotify_source, w->inotify_fd, EPOLLIN, on_inotify, w) < 0)
+                w->inotify_fd = safe_close(w->inotify_fd);
+
+        for (size_t i = 0; i < w->images.n; i++) {
+                Image *img = &w->images.images[i];
+                WatchedLayer *l;
+                const char *rel, *slash;
+
+                if (!watch_image_live(img))
+                        continue;
+                l = &w->layers[w->n_layers++];
+                *l = (WatchedLayer) { .img = img, .file_wd = -1, .dir_wd = -1 };
+                rel = watch_image_rel(m->engine->root, img->path);
+                if (!rel || w->inotify_fd < 0)
+                        continue;
+                slash = strrchr(rel, '/');
+                l->base = strdup(slash ? slash + 1 : rel);
+                if (!l->base) {
+                        log_oom();
+                        continue;
+                }
+                l->file_wd = add_watch_at(w->inotify_fd, m->engine->root_fd, rel,
+                                          img->kind == IMAGE_DIRECTORY ? DIRECTORY_IMAGE_MASK : FILE_MASK);
+                if (slash) {
+                        _cleanup_free_ char *dir = strndup(rel, slash - rel);
+                        if (dir)
+                                l->dir_wd = add_watch_at(w->inotify_fd, m->engine->root_fd, dir, PARENT_MASK);
+                }
+                if (l->file_wd < 0 || l->dir_wd < 0)
+                        log_debug("Cannot watch all of %s (its file: %d, its directory: %d); status still finds changes a stat() can.",
+                                  img->path, l->file_wd, l->dir_wd);
+        }
+        log_debug("Watching %zu live layer(s) of generation %" PRIu64 ".", w->n_layers, w->generation);
+        /* What changed between the transition (or, at the start, while no daemon watched) and
+         * now. */
+        check_all(w);
+}
+
+int layer_watch_start(Manager *m) {
+        LayerWatch *w = calloc(1, sizeof(LayerWatch));
+        struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = 1 /* the kernel's uevents */ };
+
+        if (!w)
+                return -ENOMEM;
+        *w = (LayerWatch) { .manager = m, .inotify_fd = -EBADF, .uevent_fd = -EBADF, .refreshed = UINT64_MAX };
+        m->watch = w;
+
+        w->uevent_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_KOBJECT_UEVENT);
+        if (w->uevent_fd < 0 || bind(w->uevent_fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 ||
+            sd_event_add_io(m->event, &w->uevent_source, w->uevent_fd, EPOLLIN, on_uevent, w) < 0) {
+                log_warning_errno(errno, "Failed to listen to the kernel's device events; loop devices are checked only when their image files are touched, and by status: %m");
+                w->uevent_fd = safe_close(w->uevent_fd);
+        }
+        w->by_event = w->at_start = true;
+        layer_watch_rebuild(m);
+        w->by_event = w->at_start = false;
+        return 0;
+}
+
+void layer_watch_done(Manager *m) {
+        LayerWatch *w = m->watch;
+
+        if (!w)
+                return;
+        layers_clear(w);
+        watch_change_list_done(&w->changed);
+        sd_event_source_disable_unref(w->uevent_source);
+        safe_close(w->uevent_fd);
+        sd_event_source_disable_unref(w->debounce);
+        free(w);
+        m->watch = NULL;
+}
+
+bool layer_watch_keeps_alive(Manager *m) {
+        return m->watch && m->dconfig.refresh_on_change && m->watch->n_layers > 0;
+}
