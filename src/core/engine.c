@@ -499,6 +499,7 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
                 }
                 img->loop_devnum = c->loop_devnum;
                 img->loop_diskseq = c->loop_diskseq;
+                img->backing = c->backing;
                 img->verdict = IMAGE_COMPATIBLE;
                 log_debug("Reusing the mount of %s.", img->path);
                 return true;

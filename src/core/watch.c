@@ -133,16 +133,22 @@ const char *watch_image_rel(const char *root, const char *path) {
 }
 
 int watch_read_diskseq(uint64_t devnum, uint64_t *ret) {
-        _cleanup_free_ char *text = NULL;
-        char path[96];
+        _cleanup_close_ int fd = -EBADF;
+        char path[96], text[32];
         char *end;
         unsigned long long v;
-        int r;
+        ssize_t n;
 
+        /* A sysfs attribute claims the size of a page whatever it holds (read_file_at() would
+         * take that for too big): one short read is the whole value. */
         (void) snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/diskseq", major((dev_t) devnum), minor((dev_t) devnum));
-        r = read_file_at(AT_FDCWD, path, 0, 64, &text, NULL, NULL);
-        if (r < 0)
-                return r == -ENOENT || r == -ENODEV ? -ENOENT : r;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return errno == ENOENT || errno == ENODEV || errno == ENXIO ? -ENOENT : negative_errno();
+        n = read(fd, text, sizeof(text) - 1);
+        if (n < 0)
+                return errno == ENODEV || errno == ENXIO ? -ENOENT : negative_errno();
+        text[n] = 0;
         errno = 0;
         v = strtoull(text, &end, 10);
         if (errno || end == text || (*end && *end != '\n'))
