@@ -79,7 +79,8 @@ unsigned varlink_call_flags(VarlinkCall *c) {
 }
 
 bool varlink_call_connected(VarlinkCall *c) {
-        return c->link && sd_varlink_is_connected(c->link) > 0;
+        /* sd-varlink has no "is connected": a link that hung up was closed, its fd gone. */
+        return c->link && sd_varlink_get_fd(c->link) >= 0;
 }
 
 int varlink_call_peer(VarlinkCall *c, uid_t *ret_uid, pid_t *ret_pid, int *ret_pidfd) {

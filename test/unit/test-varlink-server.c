@@ -62,6 +62,12 @@ static void run_loop(int ms) {
                 (void) sd_event_run(event, 1000);
 }
 
+/* Runs the loop until the handler holds a call (up to 2 s). */
+static void run_until_held(void) {
+        for (int i = 0; i < 2000 && !held; i++)
+                (void) sd_event_run(event, 1000);
+}
+
 static void send_all(int fd, const char *buf, size_t n) {
         while (n > 0) {
                 ssize_t k = send(fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -163,8 +169,10 @@ int main(void) {
         /* A call answered later; the next one waits for it. */
         call(fd, "{\"method\":\"io.test.Echo.Later\"}");
         call(fd, "{\"method\":\"io.test.Echo.Echo\",\"parameters\":{\"x\":\"2nd\"}}");
-        run_loop(20);
+        run_until_held();
         CHECK(held != NULL);
+        if (!held)
+                return tap_finish();
         CHECK(varlink_server_n_pending(s) == 1);
         CHECK(varlink_call_reply(held, NULL, false) == 0);
         CHECK(varlink_call_reply(held, NULL, false) == -EALREADY);
@@ -197,8 +205,10 @@ int main(void) {
         /* A client that goes while its call is held: the call can still be answered, into the void. */
         fd = client();
         call(fd, "{\"method\":\"io.test.Echo.Later\"}");
-        run_loop(20);
+        run_until_held();
         CHECK(held != NULL);
+        if (!held)
+                return tap_finish();
         close(fd);
         run_loop(20);
         CHECK(!varlink_call_connected(held));

@@ -21,7 +21,9 @@
 #  (g) varlinkctl calls of every io.systemd.sysext method on sysextd-varlink.socket (in place
 #      of systemd-sysext.socket), and io.systemd.SysUpdate.Notify.OnCompletedUpdate on the
 #      notify socket, as systemd-sysupdate 258 calls it after an update.
-# Usage (via test/vm/run): sysupdate.sh
+# Usage (via test/vm/run): sysupdate.sh [sd-varlink|json-c]: the varlink implementation the
+# installed binary must have (the trixie build root's libsystemd 257 gives sd-varlink, Debian
+# 12's libsystemd 252 the json-c layer); without it, either.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -33,6 +35,10 @@ PORT=18080
 NS=(vmtest-strict vmtest-private)
 
 note "$(uname -r), $(systemctl --version | head -n1), $(sysextd --version 2>&1 | head -n1)"
+impl=json-c
+grep -q sd_varlink_server_new /usr/bin/sysextd && impl=sd-varlink
+note "varlink implementation of this build: $impl"
+[[ -z ${1:-} ]] || expect "the build's varlink implementation" "$1" "$impl"
 systemctl stop sysextd-refresh.path 2>/dev/null
 mkdir -p /etc/sysextd "$SRC" "$EXTDIR"
 printf '[Daemon]\nIdleTimeoutSec=3\n' >/etc/sysextd/sysextd.conf
