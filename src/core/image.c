@@ -1246,6 +1246,18 @@ int image_probe(Image *img, const ProbeContext *ctx) {
         dir = img->klass == IMAGE_CLASS_CONFEXT ? "etc/extension-release.d"
               : img->usr_partition             ? "lib/extension-release.d"
                                                : "usr/lib/extension-release.d";
+        /* The common case first: the exact name, read straight away (a read that finds
+         * nothing there, or a symlink that leads nowhere, is told apart below). */
+        if (asprintf(&release_path, "%s/extension-release.%s", dir, img->name) < 0)
+                return -ENOMEM;
+        r = read_file_at(img->root_fd, release_path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, RELEASE_FILE_MAX, &text,
+                         NULL, &mode);
+        if (r == -ENOMEM)
+                return r;
+        if (r != -ENOENT)
+                goto read;
+        free(release_path);
+        release_path = NULL;
         r = find_release(img, dir, &file);
         if (r == -ENOMEM)
                 return r;
@@ -1263,6 +1275,7 @@ int image_probe(Image *img, const ProbeContext *ctx) {
                         /* There, but a symlink that leads nowhere inside the image. */
                         return refuse(img, IMAGE_REFUSED, "%s is a symbolic link to nothing inside the image", release_path);
         }
+read:
         if (r == -ENOENT && !ctx->force)
                 /* No release data: not meant for this system (an empty directory of that name
                  * masks an image of a lower search directory, as with systemd). */
@@ -1324,16 +1337,22 @@ int image_probe(Image *img, const ProbeContext *ctx) {
         /* Every unit the image ships, read now from its own layer: what it may restart, and
          * whether a unit another image ships stays when that one goes. */
         strv_free(img->shipped_units);
-        img->shipped_units = NULL;
-        r = unit_files_scan(img->root_fd, unit_dirs(img->klass, img->usr_partition), NULL, &img->shipped_units);
-        if (r < 0)
-                return r;
-        /* And the units it enables (T.wants/U): started when T is, at boot. */
         strv_free(img->wanted_units);
-        img->wanted_units = NULL;
-        r = unit_wanted_scan(img->root_fd, unit_dirs(img->klass, img->usr_partition), &img->wanted_units);
-        if (r < 0)
-                return r;
+        img->shipped_units = img->wanted_units = NULL;
+        /* Most images ship no unit directory: looked for once, scanned only where there. */
+        _cleanup_strv_free_ char **present = NULL;
+        STRV_FOREACH(d, unit_dirs(img->klass, img->usr_partition))
+                if (image_has_dir(img->root_fd, *d) && strv_extend(&present, *d) < 0)
+                        return -ENOMEM;
+        if (present) {
+                r = unit_files_scan(img->root_fd, present, NULL, &img->shipped_units);
+                if (r < 0)
+                        return r;
+                /* And the units it enables (T.wants/U): started when T is, at boot. */
+                r = unit_wanted_scan(img->root_fd, present, &img->wanted_units);
+                if (r < 0)
+                        return r;
+        }
 
         img->verdict = IMAGE_COMPATIBLE;
         return 0;
