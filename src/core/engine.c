@@ -489,7 +489,9 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
                  * read: a disk image's comes from its partitions). */
                 free(img->roothash);
                 img->roothash = c->roothash ? strdup(c->roothash) : NULL;
-                if ((c->roothash && !img->roothash) || strv_copy(c->restart_units, &img->restart_units) < 0 ||
+                free(img->fstype);
+                img->fstype = c->fstype ? strdup(c->fstype) : NULL;
+                if ((c->roothash && !img->roothash) || (c->fstype && !img->fstype) || strv_copy(c->restart_units, &img->restart_units) < 0 ||
                     strv_copy(c->reload_or_restart_units, &img->reload_or_restart_units) < 0 ||
                     strv_copy(c->shipped_units, &img->shipped_units) < 0 ||
                     strv_copy(c->wanted_units, &img->wanted_units) < 0) {
@@ -1042,6 +1044,25 @@ static int prepare_rollback(Engine *e, Journal *j, const EngineOptions *o, Engin
         target = generation_find(j->generations, j->n_generations, j->generation, want, &msg);
         if (!target)
                 return msg ? engine_fail(e, ENGINE_ERROR_FAILED, ENOENT, "%s", msg) : -ENOMEM;
+        /* What a rollback asked for by a caller may do is what the caller's options say (the
+         * daemon authorizes by them): a generation built with --force, or with writable trees
+         * where the configuration now says otherwise, is gone back to only when the caller says
+         * so.  The deadline's rollback restores what the confirmed refresh was allowed. */
+        if (!o->deadline) {
+                if (target->forced && !o->force)
+                        return engine_fail(e, ENGINE_ERROR_FAILED, EPERM,
+                                           "Generation %" PRIu64 " was merged with --force: roll back to it with --force, or to another generation.",
+                                           target->generation);
+                for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                        if (o->mutable[k] < 0 && target->mutable[k] >= 0 && target->mutable[k] < _MUTABLE_MAX &&
+                            (MutableMode) target->mutable[k] != engine_class_mutable(&e->config, NULL, k))
+                                return engine_fail(e, ENGINE_ERROR_FAILED, EPERM,
+                                                   "Generation %" PRIu64 " had its %s trees merged with --mutable=%s, which sysextd.conf does not say now: roll back to it with %s--mutable=%s, or to another generation.",
+                                                   target->generation, image_class_to_string(k),
+                                                   mutable_mode_to_string(target->mutable[k]),
+                                                   k == IMAGE_CLASS_CONFEXT ? "--class=confext " : "",
+                                                   mutable_mode_to_string(target->mutable[k]));
+        }
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
                 if (ro->mutable[k] < 0)
                         ro->mutable[k] = target->mutable[k];

@@ -515,7 +515,8 @@ static int authorize_and_queue(Manager *m, sd_bus_message *message, Mutation *x,
         return 0;
 }
 
-#define KNOWN_OPTIONS "always-refresh, class, confext-mutable, delay, force, image-policy, mutable, no-reload, noexec, strict, sysext-mutable"
+#define KNOWN_OPTIONS \
+        "always-refresh, class, confext-mutable, confirm-within (Refresh), delay, force, image-policy, mutable, no-reload, noexec, strict, sysext-mutable, unpin (Rollback)"
 /* Of one method only: Refresh's confirm-within (t, seconds), Rollback's unpin (b). */
 
 static int read_option_string(sd_bus_message *message, const char *key, const char **ret, sd_bus_error *error) {
@@ -1065,6 +1066,7 @@ static int method_get_rollback(sd_bus_message *message, void *userdata, sd_bus_e
         _cleanup_journal_ Journal j = {};
         int r;
 
+        m->ops->update_idle(m); /* a caller keeps the daemon from its idle exit */
         r = engine_history(m->engine, &j);
         if (r < 0)
                 return sd_bus_error_setf(error, SYSEXTD_ERROR_FAILED, "Failed to read the journal: %s", strerror(-r));

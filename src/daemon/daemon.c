@@ -445,7 +445,7 @@ static void job_finish(Job *j) {
                 bool died = !doc, recovery = j->recovery, complete = j->complete;
                 bool transition = j->type == JOB_TRANSITION;
                 JobType j_type = j->type;
-                size_t n_requests = j->n_requests;
+                size_t n_requests = j->n_requests + j->n_vrequests; /* callers on the bus or over varlink */
 
                 assert(m->queue == j);
                 /* A successful transition that probed images hands over the next cache
@@ -682,8 +682,11 @@ static int on_confirm_deadline(sd_event_source *s, uint64_t usec, void *userdata
         m->confirm_deadline = 0;
         o.deadline = true;
         o.no_reload = !streq(m->engine->root, "/");
-        if (manager_queue_transition(m, NULL, ENGINE_ROLLBACK, &o) < 0)
+        if (manager_queue_transition(m, NULL, ENGINE_ROLLBACK, &o) < 0) {
                 log_warning("Failed to queue the rollback of the generation that was not confirmed; trying again in a minute.");
+                /* The timer has fired: armed again a minute from now, and the daemon stays. */
+                manager_update_confirm(m, usec);
+        }
         manager_update_idle(m);
         return 0;
 }

@@ -57,6 +57,7 @@ struct LayerWatch {
         Manager *manager;
         uint64_t generation;
         bool have_generation;
+        bool rebuilding; /* check_all() called by layer_watch_rebuild(): no rebuild from it */
         ImageList images; /* the journal's, of that generation */
         WatchedLayer *layers;
         size_t n_layers;
@@ -115,9 +116,25 @@ static void save_changes(LayerWatch *w) {
 
 static void check_all(LayerWatch *w) {
         Manager *m = w->manager;
-        bool may_refresh = w->by_event, at_start = w->at_start;
+        bool may_refresh, at_start;
         size_t n_new = 0;
 
+        /* While a transition or commit runs, the old layers are on their way out (detaching a
+         * tree clears its loop devices): they are judged when the job's end watches anew. */
+        if (m->queue && (m->queue->type == JOB_TRANSITION || m->queue->type == JOB_COMMIT))
+                return;
+        /* A transition made without the daemon (sysextd --no-bus) moved the generation on:
+         * what is live now is watched, not what was. */
+        if (w->have_generation && !w->rebuilding) {
+                _cleanup_journal_ Journal j = {};
+
+                if (engine_history(m->engine, &j) >= 0 && j.generation != w->generation) {
+                        layer_watch_rebuild(m);
+                        return;
+                }
+        }
+        may_refresh = w->by_event;
+        at_start = w->at_start;
         w->by_event = w->at_start = false;
         for (size_t i = 0; i < w->n_layers; i++) {
                 WatchedLayer *l = &w->layers[i];
@@ -358,7 +375,9 @@ void layer_watch_rebuild(Manager *m) {
         log_debug("Watching %zu live layer(s) of generation %" PRIu64 ".", w->n_layers, w->generation);
         /* What changed between the transition (or, at the start, while no daemon watched) and
          * now. */
+        w->rebuilding = true;
         check_all(w);
+        w->rebuilding = false;
 }
 
 int layer_watch_start(Manager *m) {

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -665,9 +666,27 @@ int varlink_server_listen_path(VarlinkServer *s, const char *path) {
         return server_add_listener(s, TAKE_FD(fd), path);
 }
 
+/* The replies a connection was given and has not read yet go out before it is closed (a
+ * transition's caller learns its outcome when the daemon exits right after it): a second in
+ * all for clients that do not read. */
+static void flush_all(VarlinkServer *s) {
+        uint64_t end = now_monotonic_usec() + 1000000ULL;
+
+        for (Connection *c = s->connections; c; c = c->next)
+                while (c->out_len > c->out_off) {
+                        struct pollfd p = { .fd = c->fd, .events = POLLOUT };
+                        uint64_t t = now_monotonic_usec();
+
+                        if (connection_flush(c) < 0 || c->out_len == c->out_off || t >= end ||
+                            poll(&p, 1, (int) ((end - t + 999) / 1000)) <= 0)
+                                break;
+                }
+}
+
 VarlinkServer *varlink_server_free(VarlinkServer *s) {
         if (!s)
                 return NULL;
+        flush_all(s);
         while (s->connections)
                 connection_close(s->connections);
         for (size_t i = 0; i < s->n_listeners; i++) {

@@ -11,6 +11,7 @@
  * sd_varlink_get_current_method: a method is told apart by the trampoline it was bound to).
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-json.h>
@@ -31,6 +32,8 @@ struct VarlinkServer {
         void (*change)(void *userdata);
         const char *methods[METHODS_MAX];
         unsigned n_connections, n_pending;
+        sd_varlink **links; /* the connections, for the flush before the end */
+        size_t n_links;
 };
 
 struct VarlinkCall {
@@ -219,6 +222,12 @@ static const sd_varlink_method_t trampolines[METHODS_MAX] = {
 static int on_connect(sd_varlink_server *server, sd_varlink *link, void *userdata) {
         VarlinkServer *s = sd_varlink_server_get_userdata(server);
 
+        sd_varlink **n = realloc(s->links, (s->n_links + 1) * sizeof(sd_varlink *));
+
+        if (!n)
+                return -ENOMEM; /* sd-varlink closes the connection */
+        s->links = n;
+        s->links[s->n_links++] = sd_varlink_ref(link);
         s->n_connections++;
         changed(s);
         return 0;
@@ -227,6 +236,12 @@ static int on_connect(sd_varlink_server *server, sd_varlink *link, void *userdat
 static void on_disconnect(sd_varlink_server *server, sd_varlink *link, void *userdata) {
         VarlinkServer *s = sd_varlink_server_get_userdata(server);
 
+        for (size_t i = 0; i < s->n_links; i++)
+                if (s->links[i] == link) {
+                        sd_varlink_unref(link);
+                        s->links[i] = s->links[--s->n_links];
+                        break;
+                }
         if (s->n_connections > 0)
                 s->n_connections--;
         changed(s);
@@ -280,6 +295,20 @@ VarlinkServer *varlink_server_free(VarlinkServer *s) {
         if (!s)
                 return NULL;
         s->change = NULL;
+        /* The replies a connection was given and has not read yet go out before it is closed
+         * (a transition's caller learns its outcome when the daemon exits right after it): a
+         * second in all for clients that do not read. */
+        uint64_t end = now_monotonic_usec() + 1000000ULL;
+        for (size_t i = 0; i < s->n_links; i++) {
+                int fd = sd_varlink_get_fd(s->links[i]);
+                uint64_t t = now_monotonic_usec();
+                struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+                if (fd >= 0 && t < end && poll(&p, 1, (int) ((end - t + 999) / 1000)) > 0)
+                        (void) sd_varlink_flush(s->links[i]);
+                sd_varlink_unref(s->links[i]);
+        }
+        free(s->links);
         sd_varlink_server_unref(s->server);
         free(s);
         return NULL;

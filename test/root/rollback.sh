@@ -336,6 +336,40 @@ run_sysextd rollback
 assert_ok "rollback to the one kept before"
 expect v1 "after the rollback"
 
+# ------------------------------------------------------------ G
+check "a generation with writable trees or --force is gone back to only when asked for"
+# v1 is live (pinned); a refresh with --mutable=yes, then one without.
+run_sysextd rollback --unpin
+assert_ok "rollback --unpin"
+run_sysextd refresh --mutable=yes --always-refresh=yes
+assert_ok "refresh with --mutable=yes"
+status_json
+g_mut=$GEN
+run_sysextd refresh --always-refresh=yes
+assert_ok "refresh with the configured mode"
+status_json
+top_before=$(top_mount_id "$R/usr")
+run_sysextd rollback --to=$g_mut
+assert_failed "rollback to a generation with writable trees, without --mutable"
+assert_eq "$(wc -l <<<"$ERR")" 1 "one line of error"
+assert_contains "$ERR" "Generation $g_mut had its sysext trees merged with --mutable=yes, which sysextd.conf does not say now: roll back to it with --mutable=yes"
+assert_eq "$(top_mount_id "$R/usr")" "$top_before" "the same tree is live"
+run_sysextd rollback --to=$g_mut --mutable=yes
+assert_ok "rollback --mutable=yes to it"
+run_sysextd refresh --force --always-refresh=yes
+assert_ok "refresh --force"
+status_json
+g_force=$GEN
+run_sysextd refresh --always-refresh=yes
+assert_ok "refresh without --force"
+top_before=$(top_mount_id "$R/usr")
+run_sysextd rollback --to=$g_force
+assert_failed "rollback to a generation merged with --force, without --force"
+assert_contains "$ERR" "Generation $g_force was merged with --force: roll back to it with --force, or to another generation."
+assert_eq "$(top_mount_id "$R/usr")" "$top_before" "the same tree is live"
+run_sysextd rollback --to=$g_force --force
+assert_ok "rollback --force to it"
+
 # ------------------------------------------------------------ end
 check "unmerge: the base, and the loop devices as before"
 run_sysextd unmerge
