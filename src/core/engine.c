@@ -913,11 +913,15 @@ static int gather_images(Engine *e, const EngineOptions *o, Journal *j, const Ge
         if (unchanged) {
                 _cleanup_(watch_change_list_done) WatchChangeList changed = {};
 
-                if (watch_scan(e->root_fd, e->root, e->journal_fd, j, &changed) >= 0 && changed.n > 0) {
-                        log_info("%s changed under the live tree (%s); refreshing.", changed.changes[0].path,
-                                 changed.changes[0].description);
-                        unchanged = false;
-                }
+                /* A file replaced or deleted is judged by identity above (a verity image's copy
+                 * with the same root hash is the same image). */
+                if (watch_scan(e->root_fd, e->root, e->journal_fd, j, &changed) >= 0)
+                        for (size_t i = 0; unchanged && i < changed.n; i++)
+                                if (IN_SET(changed.changes[i].how, WATCH_MEDIA_CHANGED, WATCH_MODIFIED)) {
+                                        log_info("%s changed under the live tree (%s); refreshing.", changed.changes[i].path,
+                                                 changed.changes[i].description);
+                                        unchanged = false;
+                                }
         }
         if (!unchanged) {
                 r = probe_all(e, images, o);
