@@ -5,7 +5,8 @@
  *   vmtest-reader FILE OUTFILE [INTERVAL_US]
  *
  * Reads FILE (open, read, close) in a loop, every INTERVAL_US microseconds (default 200),
- * and classifies each read by its first line: "v1", "v2" (an extension's version: good),
+ * and classifies each read by its first line: "v1", "v2", any other "vN" (an extension's
+ * version: good),
  * "base" (the unextended base: a window), anything else or an error such as ENOENT (an
  * error, also a window).  A window is a run of bad reads between good ones; its length is
  * measured from the last good read before it to the first good read after it, so it is an
@@ -13,7 +14,8 @@
  *
  * Signals: SIGUSR1 resets the counters (start of a measurement), SIGUSR2 writes them to
  * OUTFILE (atomically, via OUTFILE.tmp), SIGTERM writes them and exits.  The line is
- *   reads=N v1=N v2=N base=N err=N windows=N window_ms=F max_window_ms=F last=WORD
+ *   reads=N v1=N v2=N vn=N base=N err=N windows=N window_ms=F max_window_ms=F last=WORD
+ * (vn: reads of a version other than v1 and v2).
  * Built on the host by test/vm/run (statically when possible) and run inside the guest.
  */
 #include <errno.h>
@@ -43,7 +45,7 @@ static double now_ms(void) {
 }
 
 struct counts {
-        unsigned long reads, v1, v2, base, err, windows;
+        unsigned long reads, v1, v2, vn, base, err, windows;
         double window_ms, max_window_ms;
 };
 
@@ -55,8 +57,8 @@ static void dump(const char *out, const struct counts *c, const char *last) {
         f = fopen(tmp, "we");
         if (!f)
                 return;
-        fprintf(f, "reads=%lu v1=%lu v2=%lu base=%lu err=%lu windows=%lu window_ms=%.3f max_window_ms=%.3f last=%s\n",
-                c->reads, c->v1, c->v2, c->base, c->err, c->windows, c->window_ms, c->max_window_ms, last);
+        fprintf(f, "reads=%lu v1=%lu v2=%lu vn=%lu base=%lu err=%lu windows=%lu window_ms=%.3f max_window_ms=%.3f last=%s\n",
+                c->reads, c->v1, c->v2, c->vn, c->base, c->err, c->windows, c->window_ms, c->max_window_ms, last);
         if (fclose(f) == 0)
                 rename(tmp, out);
 }
@@ -123,6 +125,9 @@ int main(int argc, char **argv) {
                                 good = 1;
                         } else if (strcmp(buf, "v2") == 0) {
                                 c.v2++;
+                                good = 1;
+                        } else if (buf[0] == 'v' && buf[1] && strspn(buf + 1, "0123456789") == strlen(buf + 1)) {
+                                c.vn++;
                                 good = 1;
                         } else {
                                 if (strcmp(buf, "base") == 0)

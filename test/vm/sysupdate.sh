@@ -17,7 +17,8 @@
 #      (v3 is newer than v2, the version rolled back from) and makes it live, the health check
 #      confirms it, and it stays past the deadline;
 #  (e) through all of it the readers never saw the base and never got an error (windows 0);
-#  (f) the time of a rollback against a refresh on the same images (medians of 5);
+#  (f) the time of a rollback against a refresh on the same images (medians of 5), the readers
+#      again seeing no base and no error;
 #  (g) varlinkctl calls of every io.systemd.sysext method on sysextd-varlink.socket (in place
 #      of systemd-sysext.socket), and io.systemd.SysUpdate.Notify.OnCompletedUpdate on the
 #      notify socket, as systemd-sysupdate 258 calls it after an update.
@@ -195,6 +196,7 @@ for s in "${NS[@]}"; do
 	expect "$s reader never saw the base (update, deadline rollback, path refresh, update)" 0 "$(field "$line" base)"
 	expect "$s reader never got an error" 0 "$(field "$line" err)"
 	expect "$s reader: windows" 0 "$(field "$line" windows)"
+	check "$s reader saw v1, v2 and v3" test "$(field "$line" v1)" -gt 0 -a "$(field "$line" v2)" -gt 0 -a "$(field "$line" vn)" -gt 0
 done
 
 # --- (f) rollback against refresh, same images -------------------------------------------------
@@ -211,12 +213,19 @@ expect "the live tree unchanged by the refusal" v3 "$(probe_in)"
 g2=$(sysextd status 2>/dev/null | awk '/^Generations kept:/ { f = 1; next } f && $(NF - 1) == "app" && $NF == "2" { g = $1 } END { print g }')
 check "a generation of app 2 is kept" test -n "$g2"
 rb=() rf=()
+for s in "${NS[@]}"; do reset_reader "$s"; done
 for ((i = 0; i < 5; i++)); do
 	to=(); ((i == 0)) && to=(--to="$g2")
 	t0=$(now_ms); sysextd rollback "${to[@]}" >/dev/null 2>&1 || not_ok "rollback $i failed"; rb+=($(( $(now_ms) - t0 )))
 	[[ $(probe_in) == v2 ]] || not_ok "rollback $i: $(probe_in), want v2"
 	t0=$(now_ms); sysextd rollback --unpin >/dev/null 2>&1 || not_ok "rollback --unpin $i failed"; rf+=($(( $(now_ms) - t0 )))
 	[[ $(probe_in) == v3 ]] || not_ok "refresh $i: $(probe_in), want v3"
+done
+for s in "${NS[@]}"; do
+	line=$(dump_reader "$s")
+	note "$s during the rollbacks and refreshes: $line"
+	expect "$s reader during 5 rollbacks and 5 refreshes: base, errors, windows" "0 0 0" \
+		"$(field "$line" base) $(field "$line" err) $(field "$line" windows)"
 done
 note "rollback (v3 -> v2): median $(printf '%s\n' "${rb[@]}" | median) ms of ${rb[*]}"
 note "refresh by rollback --unpin (v2 -> v3): median $(printf '%s\n' "${rf[@]}" | median) ms of ${rf[*]}"
