@@ -691,28 +691,34 @@ static int on_confirm_deadline(sd_event_source *s, uint64_t usec, void *userdata
         return 0;
 }
 
-/* Arms (or disarms) the confirmation deadline's timer from what the journal says. */
-static void manager_update_confirm(Manager *m, uint64_t deadline) {
+/* Arms (or disarms) a deadline's realtime *timer for deadline, recorded in *slot; 0 disarms.  A
+ * deadline that passed and whose timer has fired already (what it started did not run, or
+ * failed) is tried again in a minute, not in a loop. */
+static void arm_deadline(Manager *m, sd_event_source **timer, uint64_t *slot, uint64_t deadline,
+                         sd_event_time_handler_t handler, const char *failure) {
         uint64_t when = deadline;
 
-        /* Passed already, and its timer has fired (the rollback did not run, or failed to
-         * record): again in a minute, not in a loop. */
-        if (deadline > 0 && deadline <= now_realtime_usec() && m->confirm_timer &&
-            sd_event_source_get_enabled(m->confirm_timer, NULL) == 0)
+        if (deadline > 0 && deadline <= now_realtime_usec() && *timer && sd_event_source_get_enabled(*timer, NULL) == 0)
                 when = now_realtime_usec() + 60ULL * 1000000ULL;
-        m->confirm_deadline = deadline;
+        *slot = deadline;
         if (deadline == 0) {
-                (void) sd_event_source_set_enabled(m->confirm_timer, SD_EVENT_OFF);
+                (void) sd_event_source_set_enabled(*timer, SD_EVENT_OFF);
                 return;
         }
-        if (!m->confirm_timer) {
-                if (sd_event_add_time(m->event, &m->confirm_timer, CLOCK_REALTIME, when, 0, on_confirm_deadline, m) < 0) {
-                        log_warning("Failed to set a timer for the confirmation deadline; it is not rolled back by itself.");
+        if (!*timer) {
+                if (sd_event_add_time(m->event, timer, CLOCK_REALTIME, when, 0, handler, m) < 0) {
+                        log_warning("%s", failure);
                         return;
                 }
         } else
-                (void) sd_event_source_set_time(m->confirm_timer, when);
-        (void) sd_event_source_set_enabled(m->confirm_timer, SD_EVENT_ONESHOT);
+                (void) sd_event_source_set_time(*timer, when);
+        (void) sd_event_source_set_enabled(*timer, SD_EVENT_ONESHOT);
+}
+
+/* Arms (or disarms) the confirmation deadline's timer from what the journal says. */
+static void manager_update_confirm(Manager *m, uint64_t deadline) {
+        arm_deadline(m, &m->confirm_timer, &m->confirm_deadline, deadline, on_confirm_deadline,
+                     "Failed to set a timer for the confirmation deadline; it is not rolled back by itself.");
 }
 
 static int on_delay_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -729,25 +735,8 @@ static int on_delay_deadline(sd_event_source *s, uint64_t usec, void *userdata) 
 
 /* Arms (or disarms) the deadline timer from what the journal says is delayed. */
 static void manager_update_delay(Manager *m, uint64_t deadline) {
-        /* A deadline met while a commit failed: try again in a minute, not in a loop. */
-        uint64_t when = deadline;
-
-        if (deadline > 0 && deadline <= now_realtime_usec() && m->delay_timer &&
-            sd_event_source_get_enabled(m->delay_timer, NULL) == 0)
-                when = now_realtime_usec() + 60ULL * 1000000ULL;
-        m->delay_deadline = deadline;
-        if (deadline == 0) {
-                (void) sd_event_source_set_enabled(m->delay_timer, SD_EVENT_OFF);
-                return;
-        }
-        if (!m->delay_timer) {
-                if (sd_event_add_time(m->event, &m->delay_timer, CLOCK_REALTIME, when, 0, on_delay_deadline, m) < 0) {
-                        log_warning("Failed to set a timer for the delay's deadline; the next command after it commits.");
-                        return;
-                }
-        } else
-                (void) sd_event_source_set_time(m->delay_timer, when);
-        (void) sd_event_source_set_enabled(m->delay_timer, SD_EVENT_ONESHOT);
+        arm_deadline(m, &m->delay_timer, &m->delay_deadline, deadline, on_delay_deadline,
+                     "Failed to set a timer for the delay's deadline; the next command after it commits.");
 }
 
 static int manager_queue_machine(Manager *m, const char *machine, int pidfd, pid_t pid) {
