@@ -39,6 +39,7 @@
 #include <assert.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -484,6 +485,10 @@ static void job_finish(Job *j) {
                 if (transition || j_type == JOB_COMMIT)
                         layer_watch_rebuild(m);
                 (void) manager_start_next(m);
+                /* The worker's report and the journal were parsed into many small objects, all
+                 * freed now: the heap they took goes back to the kernel while the daemon waits. */
+                if (!m->queue)
+                        (void) malloc_trim(0);
         } else {
                 if (doc_succeeded(doc) && j->fingerprint != 0) {
                         uint64_t now = 0;
