@@ -203,16 +203,13 @@ int bus_reply_list(sd_bus_message *request, json_object *doc) {
         return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
 }
 
-void bus_emit_tree_changed(Manager *m) {
-        _cleanup_(engine_status_done) EngineStatus s = {};
+void bus_emit_tree_changed(Manager *m, const EngineStatus *s) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *signal = NULL;
         _cleanup_strv_free_ char **all = NULL;
 
-        if (engine_status(m->engine, NULL, &s) < 0)
-                return;
-        m->generation = s.generation;
-        for (size_t i = 0; i < s.n_hierarchies; i++)
-                STRV_FOREACH(x, s.hierarchies[i].extensions)
+        m->generation = s->generation;
+        for (size_t i = 0; i < s->n_hierarchies; i++)
+                STRV_FOREACH(x, s->hierarchies[i].extensions)
                         if (!strv_contains(all, *x))
                                 (void) strv_extend(&all, *x);
 

@@ -341,8 +341,7 @@ static void manager_emit_changes(Manager *m) {
         manager_update_confirm(m, s.journal.confirm_generation > 0 ? s.journal.confirm_deadline : 0);
         if (s.generation == m->generation)
                 return;
-        m->generation = s.generation;
-        bus_emit_tree_changed(m);
+        bus_emit_tree_changed(m, &s);
 }
 
 /* The worker's cache description plus the fds that followed it: the next image cache. */
@@ -441,6 +440,10 @@ static void job_finish(Job *j) {
         }
         for (size_t i = 0; i < j->n_vrequests; i++)
                 varlink_service_reply(m, &j->vrequests[i], j->type, doc);
+        /* The callers hear the outcome now, not after what follows (the status read for the
+         * signals, the watch built anew). */
+        if (j->n_requests > 0)
+                (void) sd_bus_flush(m->bus);
 
         if (j->type != JOB_LIST) {
                 bool died = !doc, recovery = j->recovery, complete = j->complete;
@@ -1012,8 +1015,12 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
         /* FollowMachines=: machined's machines, listed and watched from now on. */
         machines_watch(&m);
 
-        if (m.engine->result.recovered)
-                bus_emit_tree_changed(&m);
+        if (m.engine->result.recovered) {
+                _cleanup_(engine_status_done) EngineStatus s = {};
+
+                if (engine_status(m.engine, NULL, &s) >= 0)
+                        bus_emit_tree_changed(&m, &s);
+        }
         manager_after_recovery(&m, /* complete= */ true);
         manager_emit_changes(&m); /* and the deadlines of a delayed transition and of a confirmation */
         /* The live layers, watched from now on; what changed while no daemon watched is found
