@@ -213,8 +213,10 @@ void bus_emit_tree_changed(Manager *m, const EngineStatus *s) {
                         if (!strv_contains(all, *x))
                                 (void) strv_extend(&all, *x);
 
+        m->status_borrowed = s; /* the getters of the signal read this status */
         (void) sd_bus_emit_properties_changed(m->bus, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "Generation", "Merged",
                                               "Hierarchies", "Extensions", NULL);
+        m->status_borrowed = NULL;
         if (sd_bus_message_new_signal(m->bus, &signal, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "TreeChanged") >= 0 &&
             sd_bus_message_append(signal, "t", m->generation) >= 0 && append_strv(signal, all) >= 0)
                 (void) sd_bus_send(m->bus, signal, NULL);
@@ -1272,10 +1274,62 @@ static int method_get_status(sd_bus_message *message, void *userdata, sd_bus_err
         return sd_bus_send(NULL, reply, NULL);
 }
 
+void manager_drop_status_snapshot(Manager *m) {
+        if (m->status_snapshot) {
+                engine_status_done(m->status_snapshot);
+                free(m->status_snapshot);
+                m->status_snapshot = NULL;
+        }
+        if (m->status_snapshot_drop)
+                (void) sd_event_source_set_enabled(m->status_snapshot_drop, SD_EVENT_OFF);
+}
+
+static int on_status_snapshot_drop(sd_event_source *s, void *userdata) {
+        manager_drop_status_snapshot(userdata);
+        return 0;
+}
+
+/* The status for the property getters, read at most once per dispatch (Manager.status_borrowed,
+ * .status_snapshot). */
+static int property_status(Manager *m, const EngineStatus **ret, sd_bus_error *error) {
+        _cleanup_free_ EngineStatus *s = NULL;
+        int r;
+
+        m->ops->update_idle(m);
+        if (m->status_borrowed) {
+                *ret = m->status_borrowed;
+                return 0;
+        }
+        if (!m->status_snapshot) {
+                if (!m->status_snapshot_drop) {
+                        r = sd_event_add_defer(m->event, &m->status_snapshot_drop, on_status_snapshot_drop, m);
+                        if (r < 0)
+                                return r;
+                        (void) sd_event_source_set_priority(m->status_snapshot_drop, SD_EVENT_PRIORITY_IMPORTANT);
+                        (void) sd_event_source_set_description(m->status_snapshot_drop, "status-snapshot-drop");
+                }
+                s = calloc(1, sizeof(EngineStatus));
+                if (!s)
+                        return -ENOMEM;
+                if (engine_status(m->engine, NULL, s) < 0) {
+                        engine_status_done(s);
+                        return status_error(m, error);
+                }
+                r = sd_event_source_set_enabled(m->status_snapshot_drop, SD_EVENT_ONESHOT);
+                if (r < 0) {
+                        engine_status_done(s);
+                        return r;
+                }
+                m->status_snapshot = TAKE_PTR(s);
+        }
+        *ret = m->status_snapshot;
+        return 0;
+}
+
 static int property_get(sd_bus *bus, const char *path, const char *interface, const char *property,
                         sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
-        _cleanup_(engine_status_done) EngineStatus s = {};
+        const EngineStatus *st;
         _cleanup_strv_free_ char **list = NULL;
         int r = 0;
 
@@ -1290,8 +1344,10 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return append_strv(reply, features);
         }
 
-        if (engine_status(m->engine, NULL, &s) < 0)
-                return status_error(m, error);
+        r = property_status(m, &st, error);
+        if (r < 0)
+                return r;
+        const EngineStatus s = *st; /* a shallow copy: read only, not freed here */
 
         if (streq(property, "Generation"))
                 return sd_bus_message_append(reply, "t", s.generation);
@@ -1327,12 +1383,13 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
 static int property_get_stacks(sd_bus *bus, const char *path, const char *interface, const char *property,
                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
-        _cleanup_(engine_status_done) EngineStatus s = {};
+        const EngineStatus *st;
         int r;
 
-        r = read_status(m, &s, error);
+        r = property_status(m, &st, error);
         if (r < 0)
                 return r;
+        const EngineStatus s = *st; /* a shallow copy: read only, not freed here */
         r = sd_bus_message_open_container(reply, 'a', "(suu)");
         for (size_t i = 0; r >= 0 && i < s.n_hierarchies; i++) {
                 r = sd_bus_message_open_container(reply, 'r', "suu");
@@ -1353,12 +1410,13 @@ static int property_get_stacks(sd_bus *bus, const char *path, const char *interf
 static int property_get_image_backings(sd_bus *bus, const char *path, const char *interface, const char *property,
                                        sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
-        _cleanup_(engine_status_done) EngineStatus s = {};
+        const EngineStatus *st;
         int r;
 
-        r = read_status(m, &s, error);
+        r = property_status(m, &st, error);
         if (r < 0)
                 return r;
+        const EngineStatus s = *st; /* a shallow copy: read only, not freed here */
         r = sd_bus_message_open_container(reply, 'a', "(ss)");
         for (size_t i = 0; r >= 0 && i < s.journal.images.n; i++) {
                 const Image *img = &s.journal.images.images[i];

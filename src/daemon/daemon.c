@@ -332,16 +332,12 @@ static bool doc_succeeded(json_object *doc) {
                json_object_get_int(v) >= 0;
 }
 
-static void manager_emit_changes(Manager *m) {
-        _cleanup_(engine_status_done) EngineStatus s = {};
-
-        if (engine_status(m->engine, NULL, &s) < 0)
+static void manager_emit_changes(Manager *m, const EngineStatus *s) {
+        manager_update_delay(m, s->pending && s->delay_deadline > 0 ? s->delay_deadline : 0);
+        manager_update_confirm(m, s->journal.confirm_generation > 0 ? s->journal.confirm_deadline : 0);
+        if (s->generation == m->generation)
                 return;
-        manager_update_delay(m, s.pending && s.delay_deadline > 0 ? s.delay_deadline : 0);
-        manager_update_confirm(m, s.journal.confirm_generation > 0 ? s.journal.confirm_deadline : 0);
-        if (s.generation == m->generation)
-                return;
-        bus_emit_tree_changed(m, &s);
+        bus_emit_tree_changed(m, s);
 }
 
 /* The worker's cache description plus the fds that followed it: the next image cache. */
@@ -414,6 +410,8 @@ static void job_finish(Job *j) {
 
         if (!j->report.eof || !j->exited)
                 return;
+        /* The job may have changed what the getters' status says. */
+        manager_drop_status_snapshot(m);
 
         /* A transition (or recovery) that succeeded updated the followed namespaces, each
          * recording its error anew: the failed ones are announced before its caller hears that
@@ -483,10 +481,14 @@ static void job_finish(Job *j) {
                         (void) manager_queue_recovery(m, /* complete= */ n_requests > 0);
                 else if (!died && recovery)
                         manager_after_recovery(m, complete);
-                manager_emit_changes(m);
-                /* The live layers may be others now: watched anew. */
-                if (transition || j_type == JOB_COMMIT)
-                        layer_watch_rebuild(m);
+                /* One status read for what follows: the signals, the deadlines' timers, the
+                 * live layers watched anew (they may be others now). */
+                _cleanup_(engine_status_done) EngineStatus s = {};
+                if (engine_status(m->engine, NULL, &s) >= 0) {
+                        manager_emit_changes(m, &s);
+                        if (transition || j_type == JOB_COMMIT)
+                                layer_watch_rebuild(m, &s);
+                }
                 (void) manager_start_next(m);
                 /* The worker's report and the journal were parsed into many small objects, all
                  * freed now: the heap they took goes back to the kernel while the daemon waits. */
@@ -538,6 +540,7 @@ static int job_start(Job *j) {
         Manager *m = j->manager;
         int r;
 
+        manager_drop_status_snapshot(m);
         r = worker_start(j->type == JOB_TRANSITION ? run_transition
                          : j->type == JOB_FOLLOW   ? run_follow
                          : j->type == JOB_COMMIT   ? run_commit
@@ -1022,7 +1025,13 @@ int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconf
                         bus_emit_tree_changed(&m, &s);
         }
         manager_after_recovery(&m, /* complete= */ true);
-        manager_emit_changes(&m); /* and the deadlines of a delayed transition and of a confirmation */
+        {
+                /* and the deadlines of a delayed transition and of a confirmation */
+                _cleanup_(engine_status_done) EngineStatus s = {};
+
+                if (engine_status(m.engine, NULL, &s) >= 0)
+                        manager_emit_changes(&m, &s);
+        }
         /* The live layers, watched from now on; what changed while no daemon watched is found
          * now. */
         if (layer_watch_start(&m) < 0)
@@ -1052,6 +1061,8 @@ finish:
                 m.queue = n;
         }
         job_free(m.listing);
+        manager_drop_status_snapshot(&m);
+        m.status_snapshot_drop = sd_event_source_disable_unref(m.status_snapshot_drop);
         varlink_service_stop(&m);
         unit_jobs_done(&m);
         machines_done(&m);

@@ -129,7 +129,7 @@ static void check_all(LayerWatch *w) {
                 _cleanup_journal_ Journal j = {};
 
                 if (engine_history(m->engine, &j) >= 0 && j.generation != w->generation) {
-                        layer_watch_rebuild(m);
+                        layer_watch_rebuild(m, NULL);
                         return;
                 }
         }
@@ -304,29 +304,38 @@ static int add_watch_at(int ifd, int root_fd, const char *rel, uint32_t mask) {
         return wd < 0 ? negative_errno() : wd;
 }
 
-void layer_watch_rebuild(Manager *m) {
+/* status: what the caller read just now (its images are taken), or NULL: read here. */
+void layer_watch_rebuild(Manager *m, EngineStatus *status) {
         LayerWatch *w = m->watch;
-        _cleanup_(engine_status_done) EngineStatus s = {};
+        _cleanup_(engine_status_done) EngineStatus own = {};
+        EngineStatus *st = status;
+        _cleanup_free_ char *prev_dir = NULL;
+        int prev_dir_wd = -1;
         size_t n_live = 0;
 
-        if (!w || engine_status(m->engine, NULL, &s) < 0)
+        if (!w)
                 return;
-        if (s.pending && !journal_delayed(&s.journal))
+        if (!st) {
+                if (engine_status(m->engine, NULL, &own) < 0)
+                        return;
+                st = &own;
+        }
+        if (st->pending && !journal_delayed(&st->journal))
                 return; /* resolved by the next job, which rebuilds again */
 
         layers_clear(w);
-        if (!w->have_generation || s.generation != w->generation) {
+        if (!w->have_generation || st->generation != w->generation) {
                 _cleanup_close_ int dfd = -EBADF;
 
                 /* What was reported under this generation (by an earlier daemon, too). */
                 watch_change_list_done(&w->changed);
                 if (journal_dir_open(m->engine->root_fd, false, &dfd) >= 0)
-                        (void) watch_changes_load(dfd, &s.journal, &w->changed);
-                w->generation = s.generation;
+                        (void) watch_changes_load(dfd, &st->journal, &w->changed);
+                w->generation = st->generation;
                 w->have_generation = true;
         }
-        w->images = s.journal.images;
-        s.journal.images = (ImageList) {};
+        w->images = st->journal.images;
+        st->journal.images = (ImageList) {};
 
         for (size_t i = 0; i < w->images.n; i++)
                 n_live += watch_image_live(&w->images.images[i]);
@@ -365,8 +374,17 @@ void layer_watch_rebuild(Manager *m) {
                                           img->kind == IMAGE_DIRECTORY ? DIRECTORY_IMAGE_MASK : FILE_MASK);
                 if (slash) {
                         _cleanup_free_ char *dir = strndup(rel, slash - rel);
-                        if (dir)
+
+                        /* Images mostly share a directory: it is watched once (inotify gives
+                         * one watch per inode anyway). */
+                        if (dir && prev_dir && streq(dir, prev_dir))
+                                l->dir_wd = prev_dir_wd;
+                        else if (dir) {
                                 l->dir_wd = add_watch_at(w->inotify_fd, m->engine->root_fd, dir, PARENT_MASK);
+                                free(prev_dir);
+                                prev_dir = TAKE_PTR(dir);
+                                prev_dir_wd = l->dir_wd;
+                        }
                 }
                 if (l->file_wd < 0 || l->dir_wd < 0)
                         log_debug("Cannot watch all of %s (its file: %d, its directory: %d); status still finds changes a stat() can.",
@@ -396,7 +414,7 @@ int layer_watch_start(Manager *m) {
                 w->uevent_fd = safe_close(w->uevent_fd);
         }
         w->by_event = w->at_start = true;
-        layer_watch_rebuild(m);
+        layer_watch_rebuild(m, NULL);
         w->by_event = w->at_start = false;
         return 0;
 }

@@ -13,7 +13,7 @@
  * daemon watched is found now (and refreshed once with OnImageChange=refresh). */
 int layer_watch_start(Manager *m);
 /* After a transition or commit: the watch set from the journal again. */
-void layer_watch_rebuild(Manager *m);
+void layer_watch_rebuild(Manager *m, EngineStatus *status);
 void layer_watch_done(Manager *m);
 /* With OnImageChange=refresh and live layers to watch, the daemon does not exit when idle. */
 bool layer_watch_keeps_alive(Manager *m);

@@ -178,6 +178,15 @@ struct Manager {
         /* The live layers watched for changes under the live tree (layer-watch.c). */
         LayerWatch *watch;
 
+        /* The status the property getters read (bus-service.c, property_status()): a
+         * PropertiesChanged or a GetAll calls several getters in one dispatch, and each would read
+         * the journal and mountinfo and look at every live image again.  Either borrowed from the
+         * caller that emits the signal, or read once and dropped by a defer source on the event
+         * loop's next iteration, and at once whenever a job starts or ends. */
+        const EngineStatus *status_borrowed;
+        EngineStatus *status_snapshot;
+        sd_event_source *status_snapshot_drop;
+
         bool exiting;   /* SIGTERM: the running transition finishes and is answered, then exit */
         int releasing;  /* idle: 1 while the bus name is being given back, 2 once it is */
         unsigned n_authorizing; /* polkit queries in flight */
