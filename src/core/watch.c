@@ -157,20 +157,55 @@ int watch_read_diskseq(uint64_t devnum, uint64_t *ret) {
         return 0;
 }
 
-void watch_observe(int root_fd, const char *root, const Image *img, WatchFacts *ret) {
+void watch_dir_cache_done(WatchDirCache *c) {
+        free(c->dir);
+        c->dir = NULL;
+        c->fd = safe_close(c->fd);
+}
+
+/* The image's file in its directory, when the directory resolves inside the root and the last
+ * component is no symbolic link (one is resolved inside the root by the caller instead): 0 with
+ * *st, -EAGAIN when the caller should resolve the whole path, or the error. */
+static int observe_in_dir(int root_fd, const char *rel, WatchDirCache *c, struct stat *st) {
+        const char *slash = strrchr(rel, '/');
+        const char *base = slash ? slash + 1 : rel;
+        size_t len = slash ? (size_t) (slash - rel) : 0;
+
+        if (!slash || isempty(base) || streq(base, "..") || streq(base, "."))
+                return -EAGAIN;
+        if (!c->dir || strlen(c->dir) != len || strncmp(c->dir, rel, len) != 0) {
+                watch_dir_cache_done(c);
+                c->dir = strndup(rel, len);
+                if (!c->dir)
+                        return -ENOMEM;
+                c->fd = openat_resolve(root_fd, c->dir, O_PATH | O_DIRECTORY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        }
+        if (c->fd < 0)
+                return c->fd == -ENOENT || c->fd == -ENOTDIR ? -ENOENT : c->fd;
+        if (fstatat(c->fd, base, st, AT_SYMLINK_NOFOLLOW) < 0)
+                return negative_errno();
+        return S_ISLNK(st->st_mode) ? -EAGAIN : 0;
+}
+
+void watch_observe(int root_fd, const char *root, const Image *img, WatchDirCache *cache, WatchFacts *ret) {
         const char *rel = watch_image_rel(root, img->path);
         WatchFacts f = { .stat_error = -EINVAL, .diskseq_error = -EINVAL };
 
         if (rel) {
-                /* O_PATH: never opens a FIFO or device for reading; resolved inside the root as
-                 * discovery resolved it. */
-                int fd = openat_resolve(root_fd, rel, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+                int r = cache ? observe_in_dir(root_fd, rel, cache, &f.st) : -EAGAIN;
 
-                if (fd >= 0) {
-                        f.stat_error = fstat(fd, &f.st) < 0 ? negative_errno() : 0;
-                        safe_close(fd);
-                } else
-                        f.stat_error = fd == -ENOENT || fd == -ENOTDIR ? -ENOENT : fd;
+                if (r == -EAGAIN) {
+                        /* O_PATH: never opens a FIFO or device for reading; resolved inside the
+                         * root as discovery resolved it. */
+                        int fd = openat_resolve(root_fd, rel, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+
+                        if (fd >= 0) {
+                                r = fstat(fd, &f.st) < 0 ? negative_errno() : 0;
+                                safe_close(fd);
+                        } else
+                                r = fd;
+                }
+                f.stat_error = r == -ENOENT || r == -ENOTDIR ? -ENOENT : r;
         }
         if (img->loop_devnum != 0)
                 f.diskseq_error = watch_read_diskseq(img->loop_devnum, &f.diskseq);
@@ -332,6 +367,7 @@ int watch_changes_save(int dir_fd, const WatchChangeList *l, uint64_t generation
 
 int watch_scan(int root_fd, const char *root, int dir_fd, const Journal *j, WatchChangeList *ret) {
         _cleanup_(watch_change_list_done) WatchChangeList l = {};
+        _cleanup_(watch_dir_cache_done) WatchDirCache cache = WATCH_DIR_CACHE_INIT;
         int r;
 
         if (dir_fd >= 0) {
@@ -347,7 +383,7 @@ int watch_scan(int root_fd, const char *root, int dir_fd, const Journal *j, Watc
 
                 if (!watch_image_live(img) || watch_change_find(&l, img->path))
                         continue;
-                watch_observe(root_fd, root, img, &f);
+                watch_observe(root_fd, root, img, &cache, &f);
                 how = watch_judge(img, &f);
                 if (how == WATCH_UNCHANGED)
                         continue;

@@ -117,6 +117,7 @@ static void save_changes(LayerWatch *w) {
 static void check_all(LayerWatch *w) {
         Manager *m = w->manager;
         bool may_refresh, at_start;
+        _cleanup_(watch_dir_cache_done) WatchDirCache cache = WATCH_DIR_CACHE_INIT;
         size_t n_new = 0;
 
         /* While a transition or commit runs, the old layers are on their way out (detaching a
@@ -144,7 +145,7 @@ static void check_all(LayerWatch *w) {
 
                 if (watch_change_find(&w->changed, l->img->path))
                         continue;
-                watch_observe(m->engine->root_fd, m->engine->root, l->img, &f);
+                watch_observe(m->engine->root_fd, m->engine->root, l->img, &cache, &f);
                 f.modify_seen = l->modify_seen;
                 f.media_change_seen = l->media_change_seen;
                 how = watch_judge(l->img, &f);

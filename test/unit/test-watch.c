@@ -4,8 +4,13 @@
  * read. */
 #include <errno.h>
 #include <stdio.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
+#include "fd-util.h"
 #include "image-json.h"
 #include "journal.h"
 #include "tests.h"
@@ -238,11 +243,83 @@ static void test_journal_fields(void) {
         json_object_put(a);
 }
 
+/* watch_observe() with the directory kept open for the next image finds what it finds without:
+ * the file in the root, a symbolic link resolved inside the root (an absolute one to a file of
+ * the root, not of the host), a missing file, a missing directory, a file under a symbolic link to
+ * a directory, and images in turn in different directories. */
+static void test_observe_cache(void) {
+        char tmpl[] = "/tmp/test-watch.XXXXXX";
+        char *root = mkdtemp(tmpl);
+        char path[PATH_MAX];
+        int root_fd;
+        static const char *const rels[] = {
+                "ext/a.raw", "ext/b.raw", "ext/abs.raw", "ext/rel.raw", "ext/gone.raw", "none/x.raw",
+                "ext2/c.raw", "ext/a.raw", "dirlink/b.raw", "ext/dangling.raw", "ext/sub", "ext2/c.raw",
+        };
+        WatchDirCache cache = WATCH_DIR_CACHE_INIT;
+
+        CHECK(root);
+        snprintf(path, sizeof(path), "%s/ext", root);
+        CHECK(mkdir(path, 0755) == 0);
+        snprintf(path, sizeof(path), "%s/ext/sub", root);
+        CHECK(mkdir(path, 0755) == 0);
+        snprintf(path, sizeof(path), "%s/ext2", root);
+        CHECK(mkdir(path, 0755) == 0);
+        snprintf(path, sizeof(path), "%s/target", root);
+        CHECK(mkdir(path, 0755) == 0);
+        const char *files[] = { "ext/a.raw", "ext/b.raw", "ext2/c.raw", "target/t.raw" };
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                snprintf(path, sizeof(path), "%s/%s", root, files[i]);
+                int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+                CHECK(fd >= 0);
+                CHECK(write(fd, files[i], i + 1) == (ssize_t) (i + 1));
+                close(fd);
+        }
+        snprintf(path, sizeof(path), "%s/ext/abs.raw", root);
+        CHECK(symlink("/target/t.raw", path) == 0); /* inside the root: its target/t.raw */
+        snprintf(path, sizeof(path), "%s/ext/rel.raw", root);
+        CHECK(symlink("../ext2/c.raw", path) == 0);
+        snprintf(path, sizeof(path), "%s/ext/dangling.raw", root);
+        CHECK(symlink("/nonexistent", path) == 0);
+        snprintf(path, sizeof(path), "%s/dirlink", root);
+        CHECK(symlink("/ext", path) == 0);
+        root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        CHECK(root_fd >= 0);
+
+        for (size_t i = 0; i < ELEMENTSOF(rels); i++) {
+                Image img = { .kind = IMAGE_EROFS, .verdict = IMAGE_COMPATIBLE, .hierarchies = 1, .root_fd = -EBADF };
+                WatchFacts a, b;
+
+                snprintf(path, sizeof(path), "%s/%s", root, rels[i]);
+                img.path = path;
+                watch_observe(root_fd, root, &img, NULL, &a);
+                watch_observe(root_fd, root, &img, &cache, &b);
+                CHECK(a.stat_error == b.stat_error);
+                if (a.stat_error == 0) {
+                        CHECK(a.st.st_dev == b.st.st_dev);
+                        CHECK(a.st.st_ino == b.st.st_ino);
+                        CHECK(a.st.st_size == b.st.st_size);
+                        CHECK((a.st.st_mode & S_IFMT) == (b.st.st_mode & S_IFMT));
+                }
+                if (streq(rels[i], "ext/abs.raw"))
+                        CHECK(a.stat_error == 0 && a.st.st_size == 4); /* target/t.raw of the root */
+                if (streq(rels[i], "ext/gone.raw") || streq(rels[i], "none/x.raw") || streq(rels[i], "ext/dangling.raw"))
+                        CHECK(a.stat_error == -ENOENT);
+        }
+        watch_dir_cache_done(&cache);
+        CHECK(cache.fd < 0 && !cache.dir);
+        close(root_fd);
+        char cmd[PATH_MAX + 16];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+        CHECK(system(cmd) == 0);
+}
+
 int main(void) {
         test_judge();
         test_describe();
         test_rel();
         test_changed_file();
         test_journal_fields();
+        test_observe_cache();
         return tap_finish();
 }
