@@ -332,6 +332,27 @@ static bool doc_succeeded(json_object *doc) {
                json_object_get_int(v) >= 0;
 }
 
+static int on_trim(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        if (!m->queue && !m->listing)
+                (void) malloc_trim(0);
+        return 0;
+}
+
+/* The heap goes back to the kernel (malloc_trim()) when no job has come for TRIM_DELAY_USEC, not
+ * after each: trimming costs a TLB flush on every CPU, and the next job's parsing would fault the
+ * same pages back in, which in a burst of refreshes or status calls is most of their time. */
+static void manager_trim_later(Manager *m) {
+        if (!m->trim_timer) {
+                if (sd_event_add_time_relative(m->event, &m->trim_timer, CLOCK_MONOTONIC, TRIM_DELAY_USEC, 0, on_trim, m) < 0)
+                        return;
+                (void) sd_event_source_set_description(m->trim_timer, "trim");
+        } else
+                (void) sd_event_source_set_time_relative(m->trim_timer, TRIM_DELAY_USEC);
+        (void) sd_event_source_set_enabled(m->trim_timer, SD_EVENT_ONESHOT);
+}
+
 static void manager_emit_changes(Manager *m, const EngineStatus *s) {
         manager_update_delay(m, s->pending && s->delay_deadline > 0 ? s->delay_deadline : 0);
         manager_update_confirm(m, s->journal.confirm_generation > 0 ? s->journal.confirm_deadline : 0);
@@ -491,9 +512,9 @@ static void job_finish(Job *j) {
                 }
                 (void) manager_start_next(m);
                 /* The worker's report and the journal were parsed into many small objects, all
-                 * freed now: the heap they took goes back to the kernel while the daemon waits. */
+                 * freed now: the heap they took goes back to the kernel once the daemon waits. */
                 if (!m->queue)
-                        (void) malloc_trim(0);
+                        manager_trim_later(m);
         } else {
                 if (doc_succeeded(doc) && j->fingerprint != 0) {
                         uint64_t now = 0;
@@ -1063,6 +1084,7 @@ finish:
         job_free(m.listing);
         manager_drop_status_snapshot(&m);
         m.status_snapshot_drop = sd_event_source_disable_unref(m.status_snapshot_drop);
+        m.trim_timer = sd_event_source_disable_unref(m.trim_timer);
         varlink_service_stop(&m);
         unit_jobs_done(&m);
         machines_done(&m);

@@ -129,6 +129,8 @@ typedef struct Job {
         struct Job *next;
 } Job;
 
+#define TRIM_DELAY_USEC (2 * UINT64_C(1000000))
+
 struct Manager {
         const ManagerOps *ops;
         sd_event *event;
@@ -186,6 +188,8 @@ struct Manager {
         const EngineStatus *status_borrowed;
         EngineStatus *status_snapshot;
         sd_event_source *status_snapshot_drop;
+
+        sd_event_source *trim_timer; /* malloc_trim() once no job came for TRIM_DELAY_USEC */
 
         bool exiting;   /* SIGTERM: the running transition finishes and is answered, then exit */
         int releasing;  /* idle: 1 while the bus name is being given back, 2 once it is */
