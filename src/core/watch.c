@@ -181,7 +181,7 @@ static int observe_in_dir(int root_fd, const char *rel, WatchDirCache *c, struct
                 c->fd = openat_resolve(root_fd, c->dir, O_PATH | O_DIRECTORY, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
         }
         if (c->fd < 0)
-                return c->fd == -ENOENT || c->fd == -ENOTDIR ? -ENOENT : c->fd;
+                return c->fd;
         if (fstatat(c->fd, base, st, AT_SYMLINK_NOFOLLOW) < 0)
                 return negative_errno();
         return S_ISLNK(st->st_mode) ? -EAGAIN : 0;

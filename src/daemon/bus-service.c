@@ -1295,41 +1295,35 @@ static int property_status(Manager *m, const EngineStatus **ret, sd_bus_error *e
         _cleanup_free_ EngineStatus *s = NULL;
         int r;
 
-        m->ops->update_idle(m);
-        if (m->status_borrowed) {
-                *ret = m->status_borrowed;
+        if (m->status_borrowed || m->status_snapshot) {
+                m->ops->update_idle(m);
+                *ret = m->status_borrowed ?: m->status_snapshot;
                 return 0;
         }
-        if (!m->status_snapshot) {
-                if (!m->status_snapshot_drop) {
-                        r = sd_event_add_defer(m->event, &m->status_snapshot_drop, on_status_snapshot_drop, m);
-                        if (r < 0)
-                                return r;
-                        (void) sd_event_source_set_priority(m->status_snapshot_drop, SD_EVENT_PRIORITY_IMPORTANT);
-                        (void) sd_event_source_set_description(m->status_snapshot_drop, "status-snapshot-drop");
-                }
-                s = calloc(1, sizeof(EngineStatus));
-                if (!s)
-                        return -ENOMEM;
-                if (engine_status(m->engine, NULL, s) < 0) {
-                        engine_status_done(s);
-                        return status_error(m, error);
-                }
-                r = sd_event_source_set_enabled(m->status_snapshot_drop, SD_EVENT_ONESHOT);
-                if (r < 0) {
-                        engine_status_done(s);
+        if (!m->status_snapshot_drop) {
+                r = sd_event_add_defer(m->event, &m->status_snapshot_drop, on_status_snapshot_drop, m);
+                if (r < 0)
                         return r;
-                }
-                m->status_snapshot = TAKE_PTR(s);
+                (void) sd_event_source_set_priority(m->status_snapshot_drop, SD_EVENT_PRIORITY_IMPORTANT);
         }
-        *ret = m->status_snapshot;
+        s = calloc(1, sizeof(EngineStatus));
+        if (!s)
+                return -ENOMEM;
+        r = read_status(m, s, error);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->status_snapshot_drop, SD_EVENT_ONESHOT);
+        if (r < 0) {
+                engine_status_done(s);
+                return r;
+        }
+        *ret = m->status_snapshot = TAKE_PTR(s);
         return 0;
 }
 
 static int property_get(sd_bus *bus, const char *path, const char *interface, const char *property,
                         sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
-        const EngineStatus *st;
+        const EngineStatus *s;
         _cleanup_strv_free_ char **list = NULL;
         int r = 0;
 
@@ -1344,30 +1338,29 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
                 return append_strv(reply, features);
         }
 
-        r = property_status(m, &st, error);
+        r = property_status(m, &s, error);
         if (r < 0)
                 return r;
-        const EngineStatus s = *st; /* a shallow copy: read only, not freed here */
 
         if (streq(property, "Generation"))
-                return sd_bus_message_append(reply, "t", s.generation);
+                return sd_bus_message_append(reply, "t", s->generation);
         if (streq(property, "Mode"))
-                return sd_bus_message_append(reply, "s", s.mode);
+                return sd_bus_message_append(reply, "s", s->mode);
         if (streq(property, "ImagePolicy"))
-                return sd_bus_message_append(reply, "s", s.policy);
+                return sd_bus_message_append(reply, "s", s->policy);
         if (streq(property, "OwnershipProof"))
-                return sd_bus_message_append(reply, "s", s.proof);
+                return sd_bus_message_append(reply, "s", s->proof);
 
         list = calloc(1, sizeof(char *));
         if (!list)
                 return -ENOMEM;
-        for (size_t i = 0; i < s.n_hierarchies; i++) {
-                if (!s.hierarchies[i].merged)
+        for (size_t i = 0; i < s->n_hierarchies; i++) {
+                if (!s->hierarchies[i].merged)
                         continue;
                 if (streq(property, "Hierarchies"))
-                        r = strv_extend(&list, s.hierarchies[i].path);
+                        r = strv_extend(&list, s->hierarchies[i].path);
                 else
-                        STRV_FOREACH(x, s.hierarchies[i].extensions)
+                        STRV_FOREACH(x, s->hierarchies[i].extensions)
                                 if (!strv_contains(list, *x) && (r = strv_extend(&list, *x)) < 0)
                                         break;
                 if (r < 0)
@@ -1383,20 +1376,19 @@ static int property_get(sd_bus *bus, const char *path, const char *interface, co
 static int property_get_stacks(sd_bus *bus, const char *path, const char *interface, const char *property,
                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
-        const EngineStatus *st;
+        const EngineStatus *s;
         int r;
 
-        r = property_status(m, &st, error);
+        r = property_status(m, &s, error);
         if (r < 0)
                 return r;
-        const EngineStatus s = *st; /* a shallow copy: read only, not freed here */
         r = sd_bus_message_open_container(reply, 'a', "(suu)");
-        for (size_t i = 0; r >= 0 && i < s.n_hierarchies; i++) {
+        for (size_t i = 0; r >= 0 && i < s->n_hierarchies; i++) {
                 r = sd_bus_message_open_container(reply, 'r', "suu");
                 if (r >= 0)
-                        r = append_string(reply, s.hierarchies[i].path);
+                        r = append_string(reply, s->hierarchies[i].path);
                 if (r >= 0)
-                        r = sd_bus_message_append(reply, "uu", s.hierarchies[i].n_ours, s.hierarchies[i].n_buried);
+                        r = sd_bus_message_append(reply, "uu", s->hierarchies[i].n_ours, s->hierarchies[i].n_buried);
                 if (r >= 0)
                         r = sd_bus_message_close_container(reply);
         }
@@ -1410,16 +1402,15 @@ static int property_get_stacks(sd_bus *bus, const char *path, const char *interf
 static int property_get_image_backings(sd_bus *bus, const char *path, const char *interface, const char *property,
                                        sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         Manager *m = userdata;
-        const EngineStatus *st;
+        const EngineStatus *s;
         int r;
 
-        r = property_status(m, &st, error);
+        r = property_status(m, &s, error);
         if (r < 0)
                 return r;
-        const EngineStatus s = *st; /* a shallow copy: read only, not freed here */
         r = sd_bus_message_open_container(reply, 'a', "(ss)");
-        for (size_t i = 0; r >= 0 && i < s.journal.images.n; i++) {
-                const Image *img = &s.journal.images.images[i];
+        for (size_t i = 0; r >= 0 && i < s->journal.images.n; i++) {
+                const Image *img = &s->journal.images.images[i];
 
                 if (img->verdict != IMAGE_COMPATIBLE)
                         continue;

@@ -50,6 +50,7 @@
 #include "bus-api.h"
 #include "bus-service.h"
 #include "daemon.h"
+#include "event-util.h"
 #include "fd-util.h"
 #include "image-json.h"
 #include "json-util.h"
@@ -332,6 +333,9 @@ static bool doc_succeeded(json_object *doc) {
                json_object_get_int(v) >= 0;
 }
 
+/* How long the daemon waits after the last job before it gives the heap back. */
+#define TRIM_DELAY_USEC (2 * UINT64_C(1000000))
+
 static int on_trim(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
@@ -344,13 +348,7 @@ static int on_trim(sd_event_source *s, uint64_t usec, void *userdata) {
  * after each: trimming costs a TLB flush on every CPU, and the next job's parsing would fault the
  * same pages back in, which in a burst of refreshes or status calls is most of their time. */
 static void manager_trim_later(Manager *m) {
-        if (!m->trim_timer) {
-                if (sd_event_add_time_relative(m->event, &m->trim_timer, CLOCK_MONOTONIC, TRIM_DELAY_USEC, 0, on_trim, m) < 0)
-                        return;
-                (void) sd_event_source_set_description(m->trim_timer, "trim");
-        } else
-                (void) sd_event_source_set_time_relative(m->trim_timer, TRIM_DELAY_USEC);
-        (void) sd_event_source_set_enabled(m->trim_timer, SD_EVENT_ONESHOT);
+        (void) event_arm_after(m->event, &m->trim_timer, TRIM_DELAY_USEC, on_trim, m);
 }
 
 static void manager_emit_changes(Manager *m, const EngineStatus *s) {
@@ -885,13 +883,7 @@ static void manager_update_idle(Manager *m) {
                 (void) sd_event_source_set_enabled(m->idle_timer, SD_EVENT_OFF);
                 return;
         }
-        if (!m->idle_timer) {
-                if (sd_event_add_time_relative(m->event, &m->idle_timer, CLOCK_MONOTONIC, m->dconfig.idle_timeout_usec, 0,
-                                               on_idle, m) < 0)
-                        return;
-        } else
-                (void) sd_event_source_set_time_relative(m->idle_timer, m->dconfig.idle_timeout_usec);
-        (void) sd_event_source_set_enabled(m->idle_timer, SD_EVENT_ONESHOT);
+        (void) event_arm_after(m->event, &m->idle_timer, m->dconfig.idle_timeout_usec, on_idle, m);
 }
 
 static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "bus-service.h"
+#include "event-util.h"
 #include "fd-util.h"
 #include "journal.h"
 #include "layer-watch.h"
@@ -190,14 +191,8 @@ static int on_debounce(sd_event_source *s, uint64_t usec, void *userdata) {
 /* Something happened: look after a quiet second. */
 static void poke(LayerWatch *w) {
         w->by_event = true;
-        if (!w->debounce) {
-                if (sd_event_add_time_relative(w->manager->event, &w->debounce, CLOCK_MONOTONIC, DEBOUNCE_USEC, 0, on_debounce, w) < 0) {
-                        check_all(w);
-                        return;
-                }
-        } else
-                (void) sd_event_source_set_time_relative(w->debounce, DEBOUNCE_USEC);
-        (void) sd_event_source_set_enabled(w->debounce, SD_EVENT_ONESHOT);
+        if (event_arm_after(w->manager->event, &w->debounce, DEBOUNCE_USEC, on_debounce, w) < 0)
+                check_all(w);
 }
 
 static int on_inotify(sd_event_source *s, int fd, uint32_t revents, void *userdata) {

@@ -129,8 +129,6 @@ typedef struct Job {
         struct Job *next;
 } Job;
 
-#define TRIM_DELAY_USEC (2 * UINT64_C(1000000))
-
 struct Manager {
         const ManagerOps *ops;
         sd_event *event;
