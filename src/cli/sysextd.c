@@ -488,7 +488,7 @@ static int run_local(const Args *a, EngineConfig *config) {
                 if (r < 0)
                         return r;
                 j = output_list_json(&l);
-                if (engine_history(e, &history) >= 0)
+                if (engine_history(e, false, &history) >= 0)
                         output_list_pins(j, &history.pins);
                 output_list(j, &a->output);
                 return 0;
@@ -514,6 +514,9 @@ static int run_local(const Args *a, EngineConfig *config) {
                 r = engine_status(e, &a->options, &s);
                 if (r < 0)
                         return r;
+                r = engine_history_generations(e, &s.journal);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to read %s/%s/%s: %m", e->root, JOURNAL_DIR, JOURNAL_GENERATIONS);
                 j = output_status_json(&s);
                 output_status(j, &a->output);
                 return 0;

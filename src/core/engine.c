@@ -189,6 +189,25 @@ static int load_journal(Engine *e, int dir_fd, Journal *ret) {
         return 0;
 }
 
+static void warn_history_moved(Engine *e) {
+        log_warning("%s/%s/%s could not be read; it was moved to %s.corrupt and the history starts afresh.", e->root, JOURNAL_DIR,
+                    JOURNAL_GENERATIONS, JOURNAL_GENERATIONS);
+}
+
+/* The history (generations.json), for what needs it: a rollback, the recording of a
+ * generation, the listing of them.  A file that fails is moved aside and the history starts
+ * afresh, with a warning, as state.json's is. */
+static int load_generations(Engine *e, int dir_fd, Journal *j) {
+        int r = journal_load_generations(dir_fd, j);
+
+        if (r > 0)
+                warn_history_moved(e);
+        if (r < 0)
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read %s/%s/%s: %m", e->root, JOURNAL_DIR,
+                                   JOURNAL_GENERATIONS);
+        return 0;
+}
+
 static int engine_lock(Engine *e) {
         _cleanup_close_ int dfd = -EBADF;
         struct stat st;
@@ -624,7 +643,7 @@ int engine_list(Engine *e, const EngineOptions *o, ImageList *ret) {
                 _cleanup_journal_ Journal j = {};
 
                 /* What a refresh would merge: the pinned versions (a snapshot of the pins). */
-                (void) engine_history(e, &j);
+                (void) engine_history(e, false, &j);
                 r = discover_all(e, o, j.pins.n > 0, &l);
                 if (r < 0)
                         return r;
@@ -1045,6 +1064,9 @@ static int prepare_rollback(Engine *e, Journal *j, const EngineOptions *o, Engin
                         return engine_fail(e, ENGINE_ERROR_FAILED, ENOENT,
                                            "Cannot roll back: generation %" PRIu64 " had no generation before it.", j->confirm_generation);
         }
+        r = load_generations(e, e->journal_fd, j);
+        if (r < 0)
+                return r;
         target = generation_find(j->generations, j->n_generations, j->generation, want, &msg);
         if (!target)
                 return msg ? engine_fail(e, ENGINE_ERROR_FAILED, ENOENT, "%s", msg) : -ENOMEM;
@@ -1099,6 +1121,10 @@ static void record_history(Engine *e, Journal *j, const EngineOptions *o, const 
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
                 modes[k] = engine_class_mutable(&e->config, o, k);
         if (r >= 0)
+                r = journal_load_generations(e->journal_fd, j);
+        if (r > 0)
+                warn_history_moved(e);
+        if (r >= 0)
                 r = journal_record_generation(j, j->generation, now, modes, j->forced, &j->images, e->config.generations);
         if (r >= 0 && to > 0) {
                 pin_list_done(&j->pins);
@@ -1128,7 +1154,7 @@ static void record_history(Engine *e, Journal *j, const EngineOptions *o, const 
                 r = journal_save(e->journal_fd, j);
         if (r < 0)
                 log_warning("Failed to record generation %" PRIu64 " in the history in %s/%s/%s: %s", j->generation, e->root,
-                            JOURNAL_DIR, JOURNAL_STATE, strerror(-r));
+                            JOURNAL_DIR, JOURNAL_GENERATIONS, strerror(-r));
 }
 
 static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o) {
@@ -1969,7 +1995,7 @@ int engine_followers(Engine *e, FollowerList *ret) {
         return follower_list_load(dfd, ret);
 }
 
-int engine_history(Engine *e, Journal *ret) {
+int engine_history(Engine *e, bool generations, Journal *ret) {
         _cleanup_close_ int dfd = -EBADF;
         int r;
 
@@ -1981,6 +2007,22 @@ int engine_history(Engine *e, Journal *ret) {
         if (r < 0)
                 return r;
         r = journal_load(dfd, ret, NULL);
+        if (r >= 0 && generations)
+                r = journal_load_generations(dfd, ret);
+        return r < 0 ? r : 0;
+}
+
+int engine_history_generations(Engine *e, Journal *j) {
+        _cleanup_close_ int dfd = -EBADF;
+        int r;
+
+        r = journal_dir_open(e->root_fd, false, &dfd);
+        if (r == -ENOENT)
+                return 0;
+        if (r >= 0)
+                r = journal_load_generations(dfd, j);
+        if (r > 0)
+                warn_history_moved(e);
         return r < 0 ? r : 0;
 }
 

@@ -125,8 +125,11 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o);
  * one waited, 0 when none did (e->result.message says so).  Takes the lock. */
 int engine_confirm(Engine *e);
 
-/* The pins, the confirmation deadline and the history as recorded (no lock: a snapshot). */
-int engine_history(Engine *e, Journal *ret);
+/* The pins, the confirmation deadline and, with generations, the history as recorded (no lock:
+ * a snapshot).  engine_history_generations() adds the history to a journal read without it
+ * (engine_status()'s). */
+int engine_history(Engine *e, bool generations, Journal *ret);
+int engine_history_generations(Engine *e, Journal *j);
 
 /* Finishes or discards a transition that a crash interrupted and repairs what others left
  * (also done by every transition).  Takes the lock. */

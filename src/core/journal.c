@@ -55,11 +55,15 @@ int journal_record_generation(Journal *j, uint64_t generation, uint64_t when, co
         Generation g = {};
         int r;
 
+        if (!j->generations_loaded)
+                return -ESTALE;
         r = generation_from_images(generation, when, mutable, forced, images, &g);
         if (r < 0)
                 return r;
         r = generations_push(&j->generations, &j->n_generations, &g, keep);
         generation_done(&g);
+        if (r >= 0)
+                j->generations_dirty = true;
         return r;
 }
 
@@ -240,9 +244,11 @@ static json_object *generation_to_json(const Generation *g) {
         return e;
 }
 
-/* The optional parts: history, pins, confirmation, last rollback. */
-static int history_from_json(json_object *root, Journal *j) {
-        json_object *a, *o;
+/* The "generations" array of root (missing: none), oldest first and each once; entries newer
+ * than up_to are dropped. */
+static int generations_from_json(json_object *root, uint64_t up_to, Generation **list, size_t *n) {
+        json_object *a;
+        uint64_t last = 0;
         int r;
 
         a = json_get_array(root, "generations");
@@ -256,15 +262,30 @@ static int history_from_json(json_object *root, Journal *j) {
                 r = generation_from_json(json_object_array_get_idx(a, i), &g);
                 if (r < 0)
                         return r;
-                /* Oldest first, each once. */
-                if (j->n_generations > 0 && g.generation <= j->generations[j->n_generations - 1].generation) {
+                if (i > 0 && g.generation <= last) {
                         generation_done(&g);
                         return -EBADMSG;
                 }
-                r = generations_push(&j->generations, &j->n_generations, &g, JOURNAL_GENERATIONS_MAX);
+                last = g.generation;
+                r = g.generation <= up_to ? generations_push(list, n, &g, JOURNAL_GENERATIONS_MAX) : 0;
                 generation_done(&g);
                 if (r < 0)
                         return r;
+        }
+        return 0;
+}
+
+/* The optional parts: pins, confirmation, last rollback; and the history where a state.json
+ * written before generations.json keeps it. */
+static int history_from_json(json_object *root, Journal *j) {
+        json_object *a, *o;
+        int r;
+
+        if (json_object_object_get_ex(root, "generations", NULL)) {
+                r = generations_from_json(root, UINT64_MAX, &j->generations, &j->n_generations);
+                if (r < 0)
+                        return r;
+                j->generations_loaded = j->generations_dirty = true;
         }
 
         a = json_get_array(root, "pins");
@@ -314,11 +335,6 @@ static int history_from_json(json_object *root, Journal *j) {
 static void history_to_json(const Journal *j, json_object *root) {
         json_object *a = json_object_new_array();
 
-        for (size_t i = 0; i < j->n_generations; i++)
-                json_object_array_add(a, generation_to_json(&j->generations[i]));
-        json_object_object_add(root, "generations", a);
-
-        a = json_object_new_array();
         for (size_t i = 0; i < j->pins.n; i++) {
                 const Pin *p = &j->pins.pins[i];
                 json_object *e = json_object_new_object();
@@ -488,6 +504,45 @@ int journal_to_json(const Journal *j, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
+int journal_generations_from_json(const char *text, Journal *j) {
+        _cleanup_json_ json_object *root = NULL;
+        Generation *l = NULL;
+        size_t n = 0;
+        int r;
+
+        root = json_parse_object(text);
+        if (!root)
+                return -EBADMSG;
+        r = generations_from_json(root, j->generation, &l, &n);
+        if (r < 0) {
+                generations_free(l, n);
+                return r;
+        }
+        generations_free(j->generations, j->n_generations);
+        j->generations = l;
+        j->n_generations = n;
+        j->generations_loaded = true;
+        j->generations_dirty = false;
+        return 0;
+}
+
+int journal_generations_to_json(const Journal *j, char **ret) {
+        _cleanup_json_ json_object *root = json_object_new_object();
+        json_object *a = json_object_new_array();
+        const char *s;
+
+        if (!root || !a) {
+                json_object_put(a);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < j->n_generations; i++)
+                json_object_array_add(a, generation_to_json(&j->generations[i]));
+        json_object_object_add(root, "generations", a);
+        s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+        *ret = s ? strdup(s) : NULL;
+        return *ret ? 0 : -ENOMEM;
+}
+
 int journal_dir_open(int root_fd, bool create, int *ret_fd) {
         int fd;
 
@@ -529,10 +584,42 @@ int journal_load(int dir_fd, Journal *ret, unsigned *ret_n_corrupt_trees) {
         return moved;
 }
 
-int journal_save(int dir_fd, const Journal *j) {
+int journal_load_generations(int dir_fd, Journal *j) {
         _cleanup_free_ char *text = NULL;
         int r;
 
+        if (j->generations_loaded)
+                return 0;
+        r = read_file_at(dir_fd, JOURNAL_GENERATIONS, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, JOURNAL_FILE_MAX, &text, NULL, NULL);
+        if (r >= 0)
+                r = journal_generations_from_json(text, j);
+        if (r == -ENOENT || r >= 0) {
+                j->generations_loaded = true;
+                return 0;
+        }
+        if (r == -ENOMEM)
+                return r;
+        /* As with state.json: kept for inspection, and the history starts afresh. */
+        if (renameat(dir_fd, JOURNAL_GENERATIONS, dir_fd, JOURNAL_GENERATIONS ".corrupt") < 0)
+                return negative_errno();
+        j->generations_loaded = true;
+        return 1;
+}
+
+int journal_save(int dir_fd, Journal *j) {
+        _cleanup_free_ char *text = NULL;
+        int r;
+
+        if (j->generations_dirty) {
+                r = journal_generations_to_json(j, &text);
+                if (r >= 0)
+                        r = write_file_atomic_at(dir_fd, JOURNAL_GENERATIONS, text, 0644);
+                if (r < 0)
+                        return r;
+                j->generations_dirty = false;
+                free(text);
+                text = NULL;
+        }
         r = journal_to_json(j, &text);
         if (r < 0)
                 return r;

@@ -17,11 +17,18 @@
  *                   and, while a transition runs, the pending record written before the swap;
  *                   a delayed transition (sysextd(8), DELAYED UPDATES) keeps its pending
  *                   record, with when the delay began and when it ends, until it is committed;
- *                   It also keeps the history (generation.h): the last Generations= generations
- *                   with their images by identity and mutable modes, the pins of the last
- *                   rollback, a refresh waiting for confirmation (sysextd confirm) with its
- *                   deadline, and the last rollback with what caused it (sysextd(8), ROLLBACK);
- *                   all optional, so that a file written before them loads with none;
+ *                   It also keeps the pins of the last rollback, a refresh waiting for
+ *                   confirmation (sysextd confirm) with its deadline, and the last rollback
+ *                   with what caused it (sysextd(8), ROLLBACK); all optional, so that a file
+ *                   written before them loads with none;
+ *   generations.json the history (generation.h): the last Generations= generations with their
+ *                   images by identity and mutable modes.  Read only by what needs it
+ *                   (rollback, the recording of a new generation, the listing of them): every
+ *                   status reads state.json, and the history is most of the bytes.  Written
+ *                   before state.json; entries newer than state.json's generation (a state.json
+ *                   started afresh) are dropped when it is read.  A state.json written before
+ *                   the history had its own file carries it as "generations": it is loaded
+ *                   from there and moved to generations.json by the next save;
  *   trees/ID.json   one record per tree sysextd attached and has not detached (tree.h): the
  *                   identity that proves a mount is ours.
  *
@@ -64,8 +71,10 @@ typedef struct Journal {
         TreeList trees; /* from trees/ */
 
         /* History and rollback (generation.h, sysextd(8) ROLLBACK).  Optional in state.json. */
-        Generation *generations; /* oldest first, at most Generations= */
+        Generation *generations; /* oldest first, at most Generations=; generations.json */
         size_t n_generations;
+        bool generations_loaded; /* generations holds the history (journal_load_generations()) */
+        bool generations_dirty;  /* and it changed: the next journal_save() writes it */
         PinList pins;
         /* A refresh with --confirm-within=: the generation waiting, since when and until when
          * (CLOCK_REALTIME µs), and the generation a passed deadline rolls back to; 0: none. */
@@ -79,6 +88,7 @@ typedef struct Journal {
 
 #define JOURNAL_DIR "run/sysextd"
 #define JOURNAL_STATE "state.json"
+#define JOURNAL_GENERATIONS "generations.json"
 #define JOURNAL_VERSION 2
 /* The longest delay a transition may have (a year): --delay= and Delay= are checked against it,
  * and a state.json that says more is not sysextd's. */
@@ -92,6 +102,10 @@ void journal_done(Journal *j);
 
 int journal_from_json(const char *text, Journal *ret);
 int journal_to_json(const Journal *j, char **ret);
+/* generations.json: the history into j, which holds state.json's fields (entries newer than its
+ * generation are dropped); and the history of j as text. */
+int journal_generations_from_json(const char *text, Journal *j);
+int journal_generations_to_json(const Journal *j, char **ret);
 
 /* Opens (creating it if asked) run/sysextd below the root, resolved inside the root. */
 int journal_dir_open(int root_fd, bool create, int *ret_fd);
@@ -100,15 +114,21 @@ int journal_dir_open(int root_fd, bool create, int *ret_fd);
  * Returns 1 when state.json failed validation and was moved aside, 0 otherwise;
  * *ret_n_corrupt_trees counts tree records that were moved aside. */
 int journal_load(int dir_fd, Journal *ret, unsigned *ret_n_corrupt_trees);
-/* Saves state.json atomically (tree records are saved one by one with tree_save()). */
-int journal_save(int dir_fd, const Journal *j);
+/* Loads generations.json into j (loaded by journal_load()) unless the history is there already.
+ * Returns 1 when the file failed validation and was moved aside (the history starts empty),
+ * 0 otherwise. */
+int journal_load_generations(int dir_fd, Journal *j);
+/* Saves generations.json when the history changed, then state.json, each atomically (tree
+ * records are saved one by one with tree_save()). */
+int journal_save(int dir_fd, Journal *j);
 
 JournalHierarchy *journal_find_hierarchy(Journal *j, const char *hierarchy);
 /* Sets the tree of a hierarchy (adding the entry when missing); tree may be NULL. */
 int journal_set_tree(Journal *j, const char *hierarchy, const char *tree);
 
 /* Records generation g of the images and modes given as the newest of the history, keeping at
- * most keep. */
+ * most keep.  The history must be loaded (-ESTALE otherwise: saving a history that was not read
+ * would lose it). */
 int journal_record_generation(Journal *j, uint64_t generation, uint64_t when, const int mutable[static _IMAGE_CLASS_MAX],
                               bool forced, const ImageList *images, unsigned keep);
 void journal_confirm_clear(Journal *j);

@@ -1066,7 +1066,7 @@ static int method_get_rollback(sd_bus_message *message, void *userdata, sd_bus_e
         int r;
 
         m->ops->update_idle(m); /* a caller keeps the daemon from its idle exit */
-        r = engine_history(m->engine, &j);
+        r = engine_history(m->engine, true, &j);
         if (r < 0)
                 return sd_bus_error_setf(error, SYSEXTD_ERROR_FAILED, "Failed to read the journal: %s", strerror(-r));
         r = sd_bus_message_new_method_return(message, &reply);

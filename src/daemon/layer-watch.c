@@ -130,7 +130,7 @@ static void check_all(LayerWatch *w) {
         if (w->have_generation && !w->rebuilding) {
                 _cleanup_journal_ Journal j = {};
 
-                if (engine_history(m->engine, &j) >= 0 && j.generation != w->generation) {
+                if (engine_history(m->engine, false, &j) >= 0 && j.generation != w->generation) {
                         layer_watch_rebuild(m, NULL);
                         return;
                 }

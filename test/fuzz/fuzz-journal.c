@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The journal reader (state.json) and the tree record reader, on any bytes; what they accept
- * must survive a round trip. */
+/* The journal readers (state.json, generations.json) and the tree record reader, on any bytes;
+ * what they accept must survive a round trip. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +23,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         abort();
                 if (!streq(again, third))
                         abort();
+        }
+        /* The same bytes as generations.json, read into the journal above (or an empty one). */
+        {
+                _cleanup_journal_ Journal g = { .generation = j.generation ?: UINT64_MAX }, h = { .generation = UINT64_MAX };
+                _cleanup_free_ char *s1 = NULL, *s2 = NULL;
+
+                if (journal_generations_from_json(text, &g) >= 0) {
+                        if (journal_generations_to_json(&g, &s1) < 0 || journal_generations_from_json(s1, &h) < 0 ||
+                            journal_generations_to_json(&h, &s2) < 0 || !streq(s1, s2))
+                                abort();
+                }
         }
         if (tree_from_json_string(text, &t) >= 0) {
                 _cleanup_free_ char *s = NULL;

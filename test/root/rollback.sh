@@ -16,7 +16,13 @@
 #     now: one clear line naming the image, the live tree unchanged (same top
 #     mount, same content, same generation); with the file back it works;
 #  F. Generations= limits what the journal keeps: an older one is refused as
-#     not kept.
+#     not kept;
+#  G. a generation with writable trees or --force is gone back to only when
+#     the caller says so;
+#  H. the history lives in generations.json, not in state.json (read by every
+#     status); a state.json of an older sysextd carrying it still rolls back and
+#     the history moves out of it; a damaged, FIFO or symlinked generations.json
+#     is moved aside with a warning and the history starts afresh.
 set -euo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -369,6 +375,67 @@ assert_contains "$ERR" "Generation $g_force was merged with --force: roll back t
 assert_eq "$(top_mount_id "$R/usr")" "$top_before" "the same tree is live"
 run_sysextd rollback --to=$g_force --force
 assert_ok "rollback --force to it"
+
+# ------------------------------------------------------------ H
+check "the history has a file of its own: state.json, read by every status, does not carry it"
+J=$R/run/sysextd
+[[ -f $J/generations.json ]] || fail "no $J/generations.json"
+assert_eq "$(json_q "$(cat "$J/state.json")" '"generations" in d')" false "state.json without the history"
+status_json
+g=$GEN
+kept=$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')
+assert_eq "$kept" "[$((g - 1)), $g]" "status lists the history of generations.json"
+
+check "a state.json of an older sysextd, carrying the history: read from there, moved by the next save"
+python3 - "$J" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+state = json.load(open(d + "/state.json"))
+state["generations"] = json.load(open(d + "/generations.json"))["generations"]
+json.dump(state, open(d + "/state.json", "w"), indent=2)
+os.unlink(d + "/generations.json")
+PY
+status_json
+assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "$kept" "the history read from the old state.json"
+top_before=$(top_mount_id "$R/usr")
+run_sysextd rollback
+assert_ok "rollback with the history in the old state.json"
+assert_contains "$ERR" "Rolled back to the images of generation $((g - 1))" "the rollback's target"
+status_json
+assert_eq "$GEN" "$((g + 1))" "a new generation"
+assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "[$g, $((g + 1))]" "the history goes on"
+assert_eq "$(json_q "$(cat "$J/state.json")" '"generations" in d')" false "moved out of state.json"
+assert_eq "$(json_q "$(cat "$J/generations.json")" '[x["generation"] for x in d["generations"]]')" "[$g, $((g + 1))]" \
+	"moved to generations.json"
+
+check "a generations.json that fails validation is moved aside, the history starts afresh"
+for bad in '{"generations":[{"generation":"x"}]}' '{"generations":{}}' "$(head -c 2000 /dev/urandom | base64 -w0)" fifo symlink; do
+	rm -f "$J/generations.json" "$J/generations.json.corrupt"
+	case $bad in
+	fifo) mkfifo "$J/generations.json" ;;
+	symlink) ln -s /dev/zero "$J/generations.json" ;;
+	*) printf '%s' "$bad" >"$J/generations.json" ;;
+	esac
+	run_sysextd status --json
+	assert_ok "status with a bad generations.json"
+	assert_contains "$ERR" "generations.json could not be read; it was moved to generations.json.corrupt and the history starts afresh."
+	assert_eq "$(json_q "$OUT" 'd["generations"]')" "[]" "no history"
+	[[ -e $J/generations.json.corrupt || -L $J/generations.json.corrupt ]] || fail "not moved aside"
+	[[ ! -e $J/generations.json && ! -L $J/generations.json ]] || fail "still there"
+done
+top_before=$(top_mount_id "$R/usr")
+content_before=$(content)
+run_sysextd rollback
+assert_failed "rollback with no history"
+assert_eq "$(wc -l <<<"$ERR")" 1 "one line of error"
+assert_contains "$ERR" "Cannot roll back" "the error"
+assert_eq "$(top_mount_id "$R/usr")" "$top_before" "the same tree is live"
+assert_eq "$(content)" "$content_before" "the same content"
+run_sysextd refresh --always-refresh=yes
+assert_ok "a refresh records a new history"
+status_json
+assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "[$GEN]" "the new history"
+rm -f "$J/generations.json.corrupt"
 
 # ------------------------------------------------------------ end
 check "unmerge: the base, and the loop devices as before"

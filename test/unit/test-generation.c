@@ -309,18 +309,24 @@ static void test_journal(void) {
         static const int modes[_IMAGE_CLASS_MAX] = { 0, 0 };
         _cleanup_journal_ Journal j = {}, k = {}, old = {};
         _cleanup_image_list_ ImageList l = {};
-        _cleanup_free_ char *text = NULL;
+        _cleanup_free_ char *text = NULL, *gtext = NULL;
         char *bad = NULL;
 
         /* A journal written before the history loads, with none. */
         CHECK(journal_from_json(old_state, &old) == 0);
         CHECK(old.n_generations == 0 && old.pins.n == 0 && old.confirm_generation == 0 && !old.rollback_reason);
+        CHECK(!old.generations_loaded && !old.generations_dirty);
 
         CHECK(journal_from_json(old_state, &j) == 0);
         add_image(&l, "app", "2", true, 7);
         l.images[0].st.st_dev = 2049;
+        /* A history that was not read is never recorded into (saving it would lose it). */
+        CHECK(journal_record_generation(&j, 6, 111, modes, false, &l, 3) == -ESTALE);
+        CHECK(journal_generations_from_json("{}", &j) == 0 && j.generations_loaded && j.n_generations == 0);
+        CHECK(!j.generations_dirty);
         CHECK(journal_record_generation(&j, 6, 111, modes, false, &l, 3) == 0);
         CHECK(journal_record_generation(&j, 7, 222, modes, true, &l, 3) == 0);
+        CHECK(j.generations_dirty);
         j.pins.pins = calloc(1, sizeof(Pin));
         j.pins.pins[0] = (Pin) { .klass = IMAGE_CLASS_SYSEXT, .name = strdup("app"), .version = strdup("2"),
                                  .from_version = NULL, .generation = 6 };
@@ -331,7 +337,12 @@ static void test_journal(void) {
         j.confirm_target = 6;
         CHECK(journal_set_rollback(&j, 900, 5, 4, "deadline", "Cannot roll back to generation 4: ...") == 0);
         CHECK(journal_to_json(&j, &text) == 0);
+        /* The history has a file of its own: state.json, read by every status, does not carry it. */
+        CHECK(!strstr(text, "\"generations\""));
+        CHECK(journal_generations_to_json(&j, &gtext) == 0);
         CHECK(journal_from_json(text, &k) == 0);
+        CHECK(k.n_generations == 0 && !k.generations_loaded);
+        CHECK(journal_generations_from_json(gtext, &k) == 0);
         CHECK(k.n_generations == 2 && k.generations[1].generation == 7 && k.generations[1].forced &&
               k.generations[1].when == 222);
         CHECK(k.generations[0].images.n == 1 && streq_ptr(k.generations[0].images.images[0].version, "2") &&
@@ -339,6 +350,97 @@ static void test_journal(void) {
         CHECK(k.pins.n == 1 && streq_ptr(k.pins.pins[0].version, "2") && k.pins.pins[0].from_version == NULL);
         CHECK(k.confirm_generation == 7 && k.confirm_deadline == 61000 && k.confirm_target == 6);
         CHECK(streq_ptr(k.rollback_reason, "deadline") && k.rollback_error && k.rollback_to == 4);
+
+        /* Entries newer than state.json's generation (a state.json started afresh) are not the
+         * history of this one. */
+        {
+                _cleanup_journal_ Journal x = { .generation = 6 }, y = { .generation = 0 }, z = { .generation = 99 };
+
+                CHECK(journal_generations_from_json(gtext, &x) == 0 && x.n_generations == 1 && x.generations[0].generation == 6);
+                CHECK(journal_generations_from_json(gtext, &y) == 0 && y.n_generations == 0 && y.generations_loaded);
+                CHECK(journal_generations_from_json(gtext, &z) == 0 && z.n_generations == 2);
+        }
+        /* A state.json written when it still carried the history: loaded from there, and moved to
+         * generations.json by the next save (dirty). */
+        {
+                _cleanup_journal_ Journal m = {};
+                _cleanup_free_ char *combined = NULL, *again = NULL;
+                const char *open = strchr(gtext, '{'), *close = strrchr(gtext, '}');
+                size_t sl = strlen(text);
+
+                CHECK(open && close && sl > 2);
+                while (sl > 0 && text[sl - 1] != '}')
+                        sl--;
+                CHECK(asprintf(&combined, "%.*s,%.*s}", (int) (sl - 1), text, (int) (close - open - 1), open + 1) > 0);
+                CHECK(journal_from_json(combined, &m) == 0);
+                CHECK(m.n_generations == 2 && m.generations[1].generation == 7 && m.generations_loaded && m.generations_dirty);
+                CHECK(journal_to_json(&m, &again) == 0 && !strstr(again, "\"generations\""));
+                /* Validated there as in its own file. */
+                free(combined);
+                CHECK(asprintf(&combined, "%.*s,\"generations\":{}}", (int) (sl - 1), text) > 0);
+                CHECK(journal_from_json(combined, &(Journal) {}) == -EBADMSG);
+        }
+        /* The history's own file, validated: out of order, twice, not a list, not an object. */
+        {
+                _cleanup_journal_ Journal x = { .generation = 99 };
+                char *swapped = NULL;
+                const char *g6 = strstr(gtext, "\"generation\":6"), *g7 = strstr(gtext, "\"generation\":7");
+
+                CHECK(g6 && g7);
+                if (g6 && g7) {
+                        swapped = strdup(gtext);
+                        swapped[g6 - gtext + strlen("\"generation\":")] = '7';
+                        CHECK(journal_generations_from_json(swapped, &x) == -EBADMSG);
+                        swapped[g7 - gtext + strlen("\"generation\":")] = '5';
+                        CHECK(journal_generations_from_json(swapped, &x) == -EBADMSG);
+                        free(swapped);
+                }
+                CHECK(journal_generations_from_json("{\"generations\":{}}", &x) == -EBADMSG);
+                CHECK(journal_generations_from_json("{\"generations\":[null]}", &x) == -EBADMSG);
+                CHECK(journal_generations_from_json("[]", &x) == -EBADMSG);
+                CHECK(journal_generations_from_json("", &x) == -EBADMSG);
+                CHECK(!x.generations_loaded && x.n_generations == 0);
+        }
+
+        /* On disk: the history is written when it changed and only then, read only when asked
+         * for, and a file that fails is moved aside and the history starts afresh. */
+        {
+                char tmpl[] = "/tmp/test-generation-XXXXXX";
+                char *dir = mkdtemp(tmpl);
+                _cleanup_close_ int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -EBADF;
+                _cleanup_journal_ Journal a = {}, b = {}, c = {};
+                _cleanup_free_ char *onfile = NULL;
+                struct stat st1, st2;
+
+                CHECK(dfd >= 0);
+                CHECK(journal_save(dfd, &j) == 0 && !j.generations_dirty);
+                CHECK(read_file_at(dfd, JOURNAL_GENERATIONS, 0, 1 << 20, &onfile, NULL, NULL) >= 0);
+                CHECK(onfile && strstr(onfile, "\"generation\":7"));
+                CHECK(fstatat(dfd, JOURNAL_GENERATIONS, &st1, 0) == 0);
+                CHECK(journal_load(dfd, &a, NULL) == 0 && a.generation == 7 && !a.generations_loaded && a.n_generations == 0);
+                /* Saved without its history loaded: generations.json is left as it is. */
+                a.confirm_generation = 0;
+                CHECK(journal_save(dfd, &a) == 0);
+                CHECK(fstatat(dfd, JOURNAL_GENERATIONS, &st2, 0) == 0 && st2.st_ino == st1.st_ino);
+                CHECK(journal_load_generations(dfd, &a) == 0 && a.n_generations == 2 && a.generations_loaded);
+                CHECK(journal_load_generations(dfd, &a) == 0 && a.n_generations == 2);
+                /* Damaged, or a symbolic link: moved aside, an empty history, a new file at the next record. */
+                CHECK(write_file_atomic_at(dfd, JOURNAL_GENERATIONS, "{\"generations\":[1]}", 0644) == 0);
+                CHECK(journal_load(dfd, &b, NULL) == 0 && journal_load_generations(dfd, &b) == 1);
+                CHECK(b.generations_loaded && b.n_generations == 0);
+                CHECK(faccessat(dfd, JOURNAL_GENERATIONS ".corrupt", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
+                CHECK(faccessat(dfd, JOURNAL_GENERATIONS, F_OK, AT_SYMLINK_NOFOLLOW) < 0);
+                CHECK(symlinkat("/etc/passwd", dfd, JOURNAL_GENERATIONS) == 0);
+                CHECK(journal_load(dfd, &c, NULL) == 0 && journal_load_generations(dfd, &c) == 1 && c.n_generations == 0);
+                CHECK(journal_record_generation(&c, 7, 333, modes, false, &l, 3) == 0);
+                CHECK(journal_save(dfd, &c) == 0);
+                CHECK(fstatat(dfd, JOURNAL_GENERATIONS, &st2, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st2.st_mode));
+                (void) unlinkat(dfd, JOURNAL_GENERATIONS, 0);
+                (void) unlinkat(dfd, JOURNAL_GENERATIONS ".corrupt", 0);
+                (void) unlinkat(dfd, JOURNAL_STATE, 0);
+                if (dir)
+                        (void) rmdir(dir);
+        }
 
         /* Validated: a pin with a name that is none, a deadline before its start, an unknown reason. */
         {
