@@ -3,7 +3,8 @@
  * Layers watched while merged (sysextd(8), WATCHED LAYERS).  In the bus process, never blocking:
  * a stat() per layer and a sysfs read per loop device is all a check costs.
  *
- * What is watched, rebuilt from the journal at start and after every transition:
+ * What is watched, rebuilt from the journal at start and after every transition (one inotify
+ * instance for the daemon's life: closing one stalls the caller for a grace period):
  *   - each live image file with inotify: IN_MODIFY (written in place), IN_ATTRIB (its link
  *     count drops when it is deleted or renamed over while the loop device keeps it open, so
  *     IN_DELETE_SELF does not come), IN_DELETE_SELF, IN_MOVE_SELF, and IN_CLOSE_NOWRITE /
@@ -74,6 +75,8 @@ struct LayerWatch {
         uint64_t refreshed; /* the generation an automatic refresh was queued from; UINT64_MAX: none */
 };
 
+static int on_inotify(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+
 static void layers_clear(LayerWatch *w) {
         for (size_t i = 0; i < w->n_layers; i++)
                 free(w->layers[i].base);
@@ -81,8 +84,63 @@ static void layers_clear(LayerWatch *w) {
         w->layers = NULL;
         w->n_layers = 0;
         image_list_free(&w->images);
+}
+
+static void inotify_close(LayerWatch *w) {
         w->inotify_source = sd_event_source_disable_unref(w->inotify_source);
         w->inotify_fd = safe_close(w->inotify_fd);
+}
+
+/* The watch descriptors in use, for a rebuild to remove those it no longer needs.  NULL with
+ * *ret_n > 0: out of memory. */
+static int *layers_wds(const LayerWatch *w, size_t *ret_n) {
+        int *l = w->n_layers > 0 ? calloc(w->n_layers * 2, sizeof(int)) : NULL;
+        size_t n = 0;
+
+        for (size_t i = 0; l && i < w->n_layers; i++) {
+                if (w->layers[i].file_wd >= 0)
+                        l[n++] = w->layers[i].file_wd;
+                if (w->layers[i].dir_wd >= 0)
+                        l[n++] = w->layers[i].dir_wd;
+        }
+        *ret_n = l ? n : w->n_layers;
+        return l;
+}
+
+static bool wd_in_use(const LayerWatch *w, int wd) {
+        for (size_t i = 0; i < w->n_layers; i++)
+                if (w->layers[i].file_wd == wd || w->layers[i].dir_wd == wd)
+                        return true;
+        return false;
+}
+
+/* The inotify instance lives as long as the watch: closing one waits for the kernel to retire
+ * its marks (an SRCU grace period, 5-16 ms here), which in the bus process is that long without
+ * an answer to anyone.  A rebuild drops what is queued (the transition's own reads of the image
+ * files; the check at the end of the rebuild looks at everything anyway), re-adds the watches
+ * (an inode watched already keeps its descriptor) and removes those no layer uses now. */
+static int inotify_prepare(LayerWatch *w) {
+        char buf[4096];
+
+        if (w->inotify_fd >= 0) {
+                while (read(w->inotify_fd, buf, sizeof(buf)) > 0)
+                        ;
+                return 0;
+        }
+        w->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (w->inotify_fd < 0)
+                return log_warning_errno(errno, "Failed to set up inotify; changes to image files are found only by status: %m");
+        if (sd_event_add_io(w->manager->event, &w->inotify_source, w->inotify_fd, EPOLLIN, on_inotify, w) < 0) {
+                w->inotify_fd = safe_close(w->inotify_fd);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static void inotify_forget(LayerWatch *w, const int *old, size_t n_old) {
+        for (size_t i = 0; old && w->inotify_fd >= 0 && i < n_old; i++)
+                if (!wd_in_use(w, old[i]))
+                        (void) inotify_rm_watch(w->inotify_fd, old[i]);
 }
 
 static WatchedLayer *layer_of_devnum(LayerWatch *w, uint64_t devnum) {
@@ -306,8 +364,9 @@ void layer_watch_rebuild(Manager *m, EngineStatus *status) {
         _cleanup_(engine_status_done) EngineStatus own = {};
         EngineStatus *st = status;
         _cleanup_free_ char *prev_dir = NULL;
+        _cleanup_free_ int *old_wds = NULL;
         int prev_dir_wd = -1;
-        size_t n_live = 0;
+        size_t n_live = 0, n_old = 0;
 
         if (!w)
                 return;
@@ -319,6 +378,9 @@ void layer_watch_rebuild(Manager *m, EngineStatus *status) {
         if (st->pending && !journal_delayed(&st->journal))
                 return; /* resolved by the next job, which rebuilds again */
 
+        old_wds = layers_wds(w, &n_old);
+        if (!old_wds && n_old > 0)
+                inotify_close(w); /* no list to go by: a new instance */
         layers_clear(w);
         if (!w->have_generation || st->generation != w->generation) {
                 _cleanup_close_ int dfd = -EBADF;
@@ -335,18 +397,17 @@ void layer_watch_rebuild(Manager *m, EngineStatus *status) {
 
         for (size_t i = 0; i < w->images.n; i++)
                 n_live += watch_image_live(&w->images.images[i]);
-        if (n_live == 0)
+        if (n_live == 0) {
+                inotify_forget(w, old_wds, n_old);
                 return;
+        }
         w->layers = calloc(n_live, sizeof(WatchedLayer));
         if (!w->layers) {
                 log_oom();
+                inotify_forget(w, old_wds, n_old);
                 return;
         }
-        w->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-        if (w->inotify_fd < 0)
-                log_warning_errno(errno, "Failed to set up inotify; changes to image files are found only by status: %m");
-        else if (sd_event_add_io(m->event, &w->inotify_source, w->inotify_fd, EPOLLIN, on_inotify, w) < 0)
-                w->inotify_fd = safe_close(w->inotify_fd);
+        (void) inotify_prepare(w);
 
         for (size_t i = 0; i < w->images.n; i++) {
                 Image *img = &w->images.images[i];
@@ -386,6 +447,7 @@ void layer_watch_rebuild(Manager *m, EngineStatus *status) {
                         log_debug("Cannot watch all of %s (its file: %d, its directory: %d); status still finds changes a stat() can.",
                                   img->path, l->file_wd, l->dir_wd);
         }
+        inotify_forget(w, old_wds, n_old);
         log_debug("Watching %zu live layer(s) of generation %" PRIu64 ".", w->n_layers, w->generation);
         /* What changed between the transition (or, at the start, while no daemon watched) and
          * now. */
@@ -421,6 +483,7 @@ void layer_watch_done(Manager *m) {
         if (!w)
                 return;
         layers_clear(w);
+        inotify_close(w);
         watch_change_list_done(&w->changed);
         sd_event_source_disable_unref(w->uevent_source);
         safe_close(w->uevent_fd);

@@ -34,6 +34,20 @@ $(losetup -a)"
 	echo "$d"
 }
 
+# watches — "INSTANCES WATCHES": the daemon's inotify instances and the watches they hold
+# (one per live image file, one per directory holding them).
+watches() {
+	local p fd n=0 w=0
+	p=$(daemon_pid)
+	[[ -n "$p" ]] || fail "no daemon"
+	for fd in /proc/"$p"/fd/*; do
+		[[ "$(readlink "$fd" 2>/dev/null)" == "anon_inode:inotify" ]] || continue
+		n=$((n + 1))
+		w=$((w + $(grep -c '^inotify wd:' "/proc/$p/fdinfo/${fd##*/}")))
+	done
+	echo "$n $w"
+}
+
 # change_fd DEVICE NEWFILE — LOOP_CHANGE_FD (0x4C06). The kernel allows it only on a read-only
 # device (sysextd attaches read-only) and for a file of the same size. Exit status 3: the kernel
 # refused with EBUSY (a device held by a mounted file system cannot be changed there).
@@ -194,6 +208,25 @@ run_cli refresh
 assert_ok refresh
 assert_file_content "$R/usr/share/ext1/hello" "hello from ext1 v2"
 assert_clean "after the refresh"
+assert_eq "$(watches)" "1 3" "one inotify instance watching the two live image files and their directory"
+for i in 1 2 3; do
+	cp "$WORK/ext1-v2.raw" "$EXT/.ext1.new"
+	mv -f "$EXT/.ext1.new" "$EXT/ext1.raw"
+	run_cli refresh
+	assert_ok "refresh $i after ext1 was renamed over"
+done
+assert_eq "$(watches)" "1 3" "after three refreshes onto new files: the replaced files are no longer watched"
+mkdir -p "$R/var/lib/aside" # the same file system: the file keeps its inode
+mv "$EXT/ext1.raw" "$R/var/lib/aside/ext1.raw"
+run_cli refresh
+assert_ok "refresh with ext1 moved out of the search path"
+assert_missing "$R/usr/share/ext1/hello"
+assert_eq "$(watches)" "1 2" "a file that is no longer a layer is no longer watched, though it still exists"
+mv "$R/var/lib/aside/ext1.raw" "$EXT/ext1.raw"
+run_cli refresh
+assert_ok "refresh with ext1 back"
+assert_eq "$(watches)" "1 3" "watched again"
+assert_clean "after ext1 came back"
 
 check "(a) an image deleted: reported as deleted; the live tree still reads it"
 g=$(generation)
@@ -264,6 +297,7 @@ wait_generation_above "$g"
 assert_missing "$R/usr/share/ext2/hello"
 assert_file_content "$R/usr/share/ext1/hello" "hello from ext1 v3"
 assert_clean "after the automatic refresh"
+assert_eq "$(watches)" "1 2" "the deleted image is no longer watched"
 
 check "(c) one refresh per burst: nothing more happens when all is quiet"
 g=$(generation)
