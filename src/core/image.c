@@ -291,7 +291,55 @@ static int image_directory_stamp(int dir_fd, uint64_t *ret) {
  * as bits 1 << SIDECAR_*. */
 enum { SIDECAR_ROOTHASH, SIDECAR_VERITY, SIDECAR_SIGNATURE };
 
-static uint64_t sidecar_stamp(int root_fd, const char *dir, const char *name, unsigned *ret_found) {
+/* The entries of a search directory as one readdir() pass saw them: discovery walks them in
+ * that order, and a sidecar whose name is not among them is not looked up (the common image
+ * has none: three path lookups per image saved). */
+typedef struct DirListing {
+        char **names;  /* in readdir() order */
+        char **sorted; /* the same strings, sorted */
+        size_t n;
+} DirListing;
+
+static void dir_listing_done(DirListing *l) {
+        strv_free(l->names);
+        free(l->sorted);
+        *l = (DirListing) {};
+}
+
+static int compare_name(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static int dir_listing_read(DIR *d, DirListing *ret) {
+        _cleanup_(dir_listing_done) DirListing l = {};
+        struct dirent *de;
+
+        errno = 0;
+        while ((de = readdir(d))) {
+                if (strv_extend(&l.names, de->d_name) < 0)
+                        return -ENOMEM;
+                l.n++;
+        }
+        if (errno != 0)
+                return negative_errno();
+        l.sorted = calloc(l.n + 1, sizeof(char *));
+        if (!l.sorted)
+                return -ENOMEM;
+        if (l.n > 0) {
+                memcpy(l.sorted, l.names, l.n * sizeof(char *));
+                qsort(l.sorted, l.n, sizeof(char *), compare_name);
+        }
+        *ret = l;
+        l = (DirListing) {};
+        return 0;
+}
+
+static bool dir_listing_has(const DirListing *l, const char *name) {
+        return l->n > 0 && bsearch(&name, l->sorted, l->n, sizeof(char *), compare_name);
+}
+
+/* listing: the entries of dir, or NULL: look each sidecar up. */
+static uint64_t sidecar_stamp(int root_fd, const char *dir, const char *name, const DirListing *listing, unsigned *ret_found) {
         static const char *const suffixes[] = {
                 [SIDECAR_ROOTHASH] = ".roothash",
                 [SIDECAR_VERITY] = ".verity",
@@ -306,6 +354,14 @@ static uint64_t sidecar_stamp(int root_fd, const char *dir, const char *name, un
                 _cleanup_close_ int fd = -EBADF;
                 struct stat st;
 
+                if (listing) {
+                        _cleanup_free_ char *file = strjoin3(name, suffixes[i], "");
+
+                        if (file && !dir_listing_has(listing, file)) {
+                                stamp_add_u64(&stamp, 0);
+                                continue;
+                        }
+                }
                 if (asprintf(&p, "%s/%s%s", dir, name, suffixes[i]) < 0)
                         p = NULL;
                 fd = p ? openat_resolve(root_fd, p, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) : -ENOMEM;
@@ -747,8 +803,9 @@ static int versioned_name(const char *entry, ImageClass klass, char **ret_name, 
 }
 
 /* What discovery records of a raw image beside its identity: the stamp over its sidecars and
- * the root hash NAME.roothash gives; of a directory, the stamp over its entries. */
-static int discover_fill(int root_fd, int fd, Image *img) {
+ * the root hash NAME.roothash gives; of a directory, the stamp over its entries.  listing: the
+ * entries of the directory the sidecars would be in, or NULL. */
+static int discover_fill(int root_fd, int fd, Image *img, const DirListing *listing) {
         _cleanup_free_ char *sdir = NULL, *base = NULL;
         unsigned found;
         int r;
@@ -763,7 +820,7 @@ static int discover_fill(int root_fd, int fd, Image *img) {
         r = sidecar_base(img->rel, &sdir, &base);
         if (r < 0)
                 return r;
-        img->stamp = sidecar_stamp(root_fd, sdir, base, &found);
+        img->stamp = sidecar_stamp(root_fd, sdir, base, listing, &found);
         /* What a refresh compares before anything is opened (plan_image_same()); the probe
          * reads it again.  Without a hash tree or a signature beside it there is nothing to
          * peek at (the common image: no more lookups). */
@@ -814,7 +871,7 @@ static int add_other_versions(ImageList *l, int root_fd, const char *root_prefix
                         return r;
                 img->klass = klass;
                 img->version = TAKE_PTR(version);
-                r = discover_fill(root_fd, fd, img);
+                r = discover_fill(root_fd, fd, img, NULL);
                 if (r < 0)
                         return r;
         }
@@ -831,8 +888,8 @@ int image_discover_ex(int root_fd, const char *root_prefix, char *const *search_
 
         STRV_FOREACH(sd, search_dirs) {
                 _cleanup_closedir_ DIR *d = NULL;
-                struct dirent *de;
-                int dfd;
+                _cleanup_(dir_listing_done) DirListing listing = {};
+                int dfd, r;
 
                 dfd = open_directory_at(root_fd, *sd, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
                 if (dfd < 0) {
@@ -845,32 +902,34 @@ int image_discover_ex(int root_fd, const char *root_prefix, char *const *search_
                         safe_close(dfd);
                         return negative_errno();
                 }
+                r = dir_listing_read(d, &listing);
+                if (r < 0)
+                        return r;
 
-                while ((de = readdir(d))) {
+                for (size_t k = 0; k < listing.n; k++) {
                         _cleanup_free_ char *name = NULL, *rel = NULL, *picked = NULL, *entry_path = NULL, *problem = NULL,
                                             *suffix = NULL;
                         _cleanup_close_ int fd = -EBADF;
                         struct stat st = {};
-                        const char *invalid, *entry = de->d_name;
+                        const char *dname = listing.names[k], *invalid, *entry = dname;
                         bool seen = false, raw, want_dir = false;
                         Image *img;
-                        int r;
 
-                        if (de->d_name[0] == '.' || is_sidecar(de->d_name))
+                        if (dname[0] == '.' || is_sidecar(dname))
                                 continue;
                         /* What the entry is once resolved inside the root: a symlink to an
                          * image elsewhere in the root is that image, one pointing out of it
                          * ends inside it too (RESOLVE_IN_ROOT). */
-                        rel = path_join(*sd, de->d_name);
+                        rel = path_join(*sd, dname);
                         if (!rel)
                                 return -ENOMEM;
                         fd = openat_resolve(root_fd, rel, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
                         if (fd >= 0 && fstat(fd, &st) < 0)
                                 fd = safe_close(fd);
 
-                        raw = endswith(de->d_name, ".raw");
-                        if (fd >= 0 && S_ISDIR(st.st_mode) && endswith(de->d_name, ".v")) {
-                                r = versioned_name(de->d_name, klass, &name, &suffix, &want_dir);
+                        raw = endswith(dname, ".raw");
+                        if (fd >= 0 && S_ISDIR(st.st_mode) && endswith(dname, ".v")) {
+                                r = versioned_name(dname, klass, &name, &suffix, &want_dir);
                                 if (r < 0)
                                         return r;
                                 /* The newest entry for this machine, by name; what it is
@@ -878,24 +937,24 @@ int image_discover_ex(int root_fd, const char *root_prefix, char *const *search_
                                  * the image refused below, with the reason in problem. */
                                 fd = safe_close(fd);
                                 st = (struct stat) {};
-                                r = pick_version(root_fd, *sd, de->d_name, name, suffix, want_dir, &picked, &fd, &st,
+                                r = pick_version(root_fd, *sd, dname, name, suffix, want_dir, &picked, &fd, &st,
                                                  &problem);
                                 if (r == -ENOMEM)
                                         return r;
                                 if (r <= 0)
                                         continue; /* no entry for this machine */
-                                entry_path = path_join(de->d_name, picked);
+                                entry_path = path_join(dname, picked);
                                 if (!entry_path)
                                         return -ENOMEM;
                                 entry = entry_path;
                         } else if (fd >= 0 && S_ISDIR(st.st_mode))
-                                name = dir_name(de->d_name, klass);
+                                name = dir_name(dname, klass);
                         else if (raw)
-                                name = raw_name(de->d_name, klass);
-                        else if (fd < 0 && is_symlink_at(dirfd(d), de->d_name))
+                                name = raw_name(dname, klass);
+                        else if (fd < 0 && is_symlink_at(dirfd(d), dname))
                                 /* A symlink that leads nowhere inside the root: it may have
                                  * meant a directory image; say why it is not one. */
-                                name = strdup(de->d_name);
+                                name = strdup(dname);
                         else
                                 continue; /* neither NAME.raw nor a directory: not an image */
                         if (!name)
@@ -930,13 +989,14 @@ int image_discover_ex(int root_fd, const char *root_prefix, char *const *search_
                                 refuse(img, IMAGE_REFUSED, "%s is %s, not an image file or directory", entry,
                                        inode_type_name(st.st_mode));
                         else {
-                                r = discover_fill(root_fd, fd, img);
+                                /* A picked version's sidecars are in its version directory. */
+                                r = discover_fill(root_fd, fd, img, picked ? NULL : &listing);
                                 if (r < 0)
                                         return r;
                         }
                         /* img is not used below: adding images moves the list. */
                         if (all_versions && picked) {
-                                r = add_other_versions(&l, root_fd, root_prefix, *sd, de->d_name, name, suffix, want_dir,
+                                r = add_other_versions(&l, root_fd, root_prefix, *sd, dname, name, suffix, want_dir,
                                                        picked, klass);
                                 if (r < 0)
                                         return r;

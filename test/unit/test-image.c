@@ -303,8 +303,99 @@ static void test_fast_type(void) {
         free(buf);
 }
 
+static unsigned stamp_failures;
+
+/* Not a CHECK of its own: it is called inside them. */
+static uint64_t stamp_of(int root, char *const *search, const char *name) {
+        _cleanup_image_list_ ImageList l = {};
+
+        if (image_discover(root, "/R", search, IMAGE_CLASS_SYSEXT, &l) < 0) {
+                stamp_failures++;
+                return 0;
+        }
+        for (size_t i = 0; i < l.n; i++)
+                if (streq(l.images[i].name, name))
+                        return l.images[i].stamp;
+        stamp_failures++;
+        return 0;
+}
+
+/* The verity sidecars are part of a raw image's identity (its stamp): one appearing, going,
+ * changing or being a symbolic link changes it, beside a file in a search directory (looked up
+ * only when its name is listed there), beside a link to an image elsewhere, and in a version
+ * directory; another image's sidecar does not. */
+static void test_sidecar_stamp(void) {
+        char tmpl[] = "/tmp/test-image-XXXXXX";
+        char *dir = mkdtemp(tmpl);
+        char *const search[] = { (char *) "var/lib/extensions", NULL };
+        _cleanup_close_ int root = -EBADF;
+        uint64_t a0, b0, a1, a2, a3, l0, v0;
+
+        CHECK(dir != NULL);
+        if (!dir)
+                return;
+        root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(root >= 0);
+        CHECK(mkdir_p_at(root, "var/lib/extensions", 0755) == 0);
+        CHECK(mkdir_p_at(root, "srv", 0755) == 0);
+        CHECK(mkfile(root, "var/lib/extensions/a.raw") == 0);
+        CHECK(mkfile(root, "var/lib/extensions/b.raw") == 0);
+        CHECK(mkfile(root, "srv/l.raw") == 0);
+        CHECK(symlinkat("/srv/l.raw", root, "var/lib/extensions/l.raw") == 0);
+        CHECK(mkdir_p_at(root, "var/lib/extensions/v.raw.v", 0755) == 0);
+        CHECK(mkfile(root, "var/lib/extensions/v.raw.v/v_1.raw") == 0);
+
+        a0 = stamp_of(root, search, "a");
+        b0 = stamp_of(root, search, "b");
+        l0 = stamp_of(root, search, "l");
+        v0 = stamp_of(root, search, "v");
+        CHECK(a0 != 0 && b0 != 0 && l0 != 0 && v0 != 0);
+        CHECK(stamp_of(root, search, "a") == a0); /* nothing changed: the same */
+
+        CHECK(mkfile(root, "var/lib/extensions/a.roothash") == 0);
+        a1 = stamp_of(root, search, "a");
+        CHECK(a1 != a0);
+        CHECK(stamp_of(root, search, "b") == b0);
+        CHECK(mkfile(root, "var/lib/extensions/a.roothash.p7s") == 0);
+        a2 = stamp_of(root, search, "a");
+        CHECK(a2 != a1 && a2 != a0);
+        CHECK(unlinkat(root, "var/lib/extensions/a.roothash", 0) == 0);
+        CHECK(unlinkat(root, "var/lib/extensions/a.roothash.p7s", 0) == 0);
+        CHECK(stamp_of(root, search, "a") == a0);
+        /* A sidecar that is a link, resolved inside the root. */
+        CHECK(mkfile(root, "srv/a.verity") == 0);
+        CHECK(symlinkat("/srv/a.verity", root, "var/lib/extensions/a.verity") == 0);
+        a3 = stamp_of(root, search, "a");
+        CHECK(a3 != a0 && a3 != a1 && a3 != a2);
+        CHECK(unlinkat(root, "var/lib/extensions/a.verity", 0) == 0);
+        CHECK(symlinkat("/srv/gone.verity", root, "var/lib/extensions/a.verity") == 0);
+        CHECK(stamp_of(root, search, "a") == a0); /* leads nowhere: none */
+        /* Beside the link to an image elsewhere: where the link is. */
+        CHECK(mkfile(root, "srv/l.roothash") == 0);
+        CHECK(stamp_of(root, search, "l") == l0);
+        CHECK(mkfile(root, "var/lib/extensions/l.roothash") == 0);
+        CHECK(stamp_of(root, search, "l") != l0);
+        /* In a version directory: beside the picked entry. */
+        CHECK(mkfile(root, "var/lib/extensions/v.roothash") == 0);
+        CHECK(stamp_of(root, search, "v") == v0);
+        CHECK(mkfile(root, "var/lib/extensions/v.raw.v/v_1.roothash") == 0);
+        CHECK(stamp_of(root, search, "v") != v0);
+        /* Another image's sidecar of a similar name does not count. */
+        CHECK(mkfile(root, "var/lib/extensions/bb.roothash") == 0);
+        CHECK(mkfile(root, "var/lib/extensions/b.raw.roothash") == 0);
+        CHECK(stamp_of(root, search, "b") == b0);
+        CHECK(stamp_failures == 0);
+
+        root = safe_close(root);
+        {
+                _cleanup_close_ int tmp = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                CHECK(tmp >= 0 && rm_rf_at(tmp, dir + strlen("/tmp/")) == 0);
+        }
+}
+
 int main(void) {
         test_fast_type();
+        test_sidecar_stamp();
         test_pick();
         test_problem();
         test_discover();
