@@ -821,6 +821,7 @@ static int discover_fill(int root_fd, int fd, Image *img, const DirListing *list
         if (r < 0)
                 return r;
         img->stamp = sidecar_stamp(root_fd, sdir, base, listing, &found);
+        img->no_sidecars = listing && found == 0;
         /* What a refresh compares before anything is opened (plan_image_same()); the probe
          * reads it again.  Without a hash tree or a signature beside it there is nothing to
          * peek at (the common image: no more lookups). */
@@ -1081,7 +1082,10 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
                         return refuse(img, IMAGE_REFUSED,
                                       "no file system recognised (expected erofs, squashfs, ext4, btrfs or xfs; the image may be truncated or corrupt)");
                 }
-                r = verity_find_sidecars(ctx->root_fd, dir, dir_display, base, &v, &why);
+                /* None was beside it when discovery listed its directory: as if it had
+                 * looked a moment earlier (a sidecar that comes later changes the stamp, and
+                 * the next refresh judges the image again). */
+                r = img->no_sidecars ? 0 : verity_find_sidecars(ctx->root_fd, dir, dir_display, base, &v, &why);
         }
         if (r == -ENOMEM)
                 return r;

@@ -81,6 +81,9 @@ typedef struct Image {
          * (raw images only), with signature_sidecar saying whether NAME.roothash.p7s is too. */
         char *roothash;
         bool signature_sidecar;
+        /* Discovery listed the directory and no sidecar of it was there: the probe of the same
+         * run need not look again (false: look; never carried in the journal or to the daemon). */
+        bool no_sidecars;
         uint64_t judged_by; /* stamp of the policy and certificates the verdict was made under */
 
         /* From its extension-release: the service manager's part (EXTENSION_RELOAD_MANAGER=,

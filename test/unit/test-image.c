@@ -305,8 +305,9 @@ static void test_fast_type(void) {
 
 static unsigned stamp_failures;
 
-/* Not a CHECK of its own: it is called inside them. */
-static uint64_t stamp_of(int root, char *const *search, const char *name) {
+/* Not a CHECK of its own: it is called inside them.  *ret_none: discovery saw no sidecar
+ * beside it (the probe will not look). */
+static uint64_t stamp_none_of(int root, char *const *search, const char *name, bool *ret_none) {
         _cleanup_image_list_ ImageList l = {};
 
         if (image_discover(root, "/R", search, IMAGE_CLASS_SYSEXT, &l) < 0) {
@@ -314,10 +315,23 @@ static uint64_t stamp_of(int root, char *const *search, const char *name) {
                 return 0;
         }
         for (size_t i = 0; i < l.n; i++)
-                if (streq(l.images[i].name, name))
+                if (streq(l.images[i].name, name)) {
+                        *ret_none = l.images[i].no_sidecars;
                         return l.images[i].stamp;
+                }
         stamp_failures++;
         return 0;
+}
+
+static uint64_t stamp_of(int root, char *const *search, const char *name) {
+        bool none;
+        return stamp_none_of(root, search, name, &none);
+}
+
+static bool no_sidecars(int root, char *const *search, const char *name) {
+        bool none = false;
+        (void) stamp_none_of(root, search, name, &none);
+        return none;
 }
 
 /* The verity sidecars are part of a raw image's identity (its stamp): one appearing, going,
@@ -351,10 +365,13 @@ static void test_sidecar_stamp(void) {
         v0 = stamp_of(root, search, "v");
         CHECK(a0 != 0 && b0 != 0 && l0 != 0 && v0 != 0);
         CHECK(stamp_of(root, search, "a") == a0); /* nothing changed: the same */
+        CHECK(no_sidecars(root, search, "a") && no_sidecars(root, search, "l"));
+        CHECK(!no_sidecars(root, search, "v")); /* a version directory's entry: looked up */
 
         CHECK(mkfile(root, "var/lib/extensions/a.roothash") == 0);
         a1 = stamp_of(root, search, "a");
         CHECK(a1 != a0);
+        CHECK(!no_sidecars(root, search, "a") && no_sidecars(root, search, "b"));
         CHECK(stamp_of(root, search, "b") == b0);
         CHECK(mkfile(root, "var/lib/extensions/a.roothash.p7s") == 0);
         a2 = stamp_of(root, search, "a");
@@ -367,6 +384,7 @@ static void test_sidecar_stamp(void) {
         CHECK(symlinkat("/srv/a.verity", root, "var/lib/extensions/a.verity") == 0);
         a3 = stamp_of(root, search, "a");
         CHECK(a3 != a0 && a3 != a1 && a3 != a2);
+        CHECK(!no_sidecars(root, search, "a"));
         CHECK(unlinkat(root, "var/lib/extensions/a.verity", 0) == 0);
         CHECK(symlinkat("/srv/gone.verity", root, "var/lib/extensions/a.verity") == 0);
         CHECK(stamp_of(root, search, "a") == a0); /* leads nowhere: none */
