@@ -1,21 +1,29 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Mount table reading with libmount.  libmount returns positive errno values in some places
- * and negative in others; this file wraps it once and returns -errno like the rest.
+ * Mount table reading: /proc/self/mountinfo (proc_pid_mountinfo(5)), parsed here, and the
+ * identity of mounts.
  *
  * Two sources are combined: /proc/self/mountinfo describes every mount, covered or not, by
  * its 32-bit id; statx() on a live path says which mount a reader of that path reaches (and
  * its unique id on Linux 6.8).  What is visible is always decided at the live path: a
  * mountinfo path also names mounts hidden under another mount.
+ *
+ * The parser is ours, not libmount's: the daemon reads the table for every status, and
+ * libmount (with libselinux and libpcre2 it loads) was a tenth of its resident memory and
+ * canonicalized the file's own path with four readlink() calls per read.  What it takes from
+ * a line is what libmount took: the ids, the device, the root, the mount point (without the
+ * kernel's " (deleted)"), the optional fields, the type, the source ("" where the kernel
+ * shows none) and the superblock options, with the kernel's octal escapes undone.
  */
 #include <fcntl.h>
-#include <libmount.h>
 #include <linux/openat2.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "fd-util.h"
 #include "kernel.h"
@@ -23,49 +31,186 @@
 #include "mounts.h"
 #include "util.h"
 
-static void table_unrefp(struct libmnt_table **t) {
-        mnt_unref_table(*t);
-}
-#define _cleanup_table_ _cleanup_(table_unrefp)
+/* A mount table larger than this is not read (a namespace with ~200000 mounts). */
+#define MOUNTINFO_MAX (64U * 1024U * 1024U)
 
-static void iter_freep(struct libmnt_iter **i) {
-        mnt_free_iter(*i);
+void mount_table_done(MountTable *t) {
+        free(t->rows);
+        free(t->text);
+        *t = (MountTable) {};
 }
-#define _cleanup_iter_ _cleanup_(iter_freep)
+
+/* Undoes the kernel's "\ooo" escapes (space, tab, newline, backslash) in place. */
+static void unescape(char *s) {
+        char *w = s;
+
+        for (char *r = s; *r;) {
+                if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+                        *w++ = (char) ((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
+                        r += 4;
+                } else
+                        *w++ = *r++;
+        }
+        *w = 0;
+}
+
+/* The next field of a line: up to the next space (made NUL), or the end of the line. */
+static char *next_field(char **p) {
+        char *f = *p, *sp;
+
+        if (!f)
+                return NULL;
+        sp = strchr(f, ' ');
+        if (sp) {
+                *sp = 0;
+                *p = sp + 1;
+        } else
+                *p = NULL;
+        return f;
+}
+
+static int parse_u64(const char *s, uint64_t *ret) {
+        char *end;
+        unsigned long long v;
+
+        if (!s || *s < '0' || *s > '9')
+                return -EBADMSG;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno != 0 || *end)
+                return -EBADMSG;
+        *ret = v;
+        return 0;
+}
+
+static int parse_line(char *line, MountRow *ret) {
+        MountRow m = {};
+        char *p = line, *f, *opt, *dash;
+        unsigned maj, min;
+        int n = 0;
+
+        if (parse_u64(next_field(&p), &m.id) < 0 || parse_u64(next_field(&p), &m.parent_id) < 0)
+                return -EBADMSG;
+        f = next_field(&p);
+        if (!f || sscanf(f, "%u:%u%n", &maj, &min, &n) != 2 || f[n])
+                return -EBADMSG;
+        m.devno = makedev(maj, min);
+        m.root = next_field(&p);
+        m.target = next_field(&p);
+        if (!next_field(&p) || !p) /* the mount's own options */
+                return -EBADMSG;
+        /* Optional fields ("shared:1 master:2"), none or more, then "-". */
+        opt = p;
+        if (startswith(p, "- "))
+                dash = p;
+        else {
+                dash = strstr(p, " - ");
+                if (!dash)
+                        return -EBADMSG;
+                *dash++ = 0;
+        }
+        m.optional = dash == opt ? "" : opt;
+        p = dash + 2;
+        m.fstype = next_field(&p);
+        m.source = next_field(&p);
+        m.super_options = next_field(&p);
+        if (!m.root || !m.target || !m.fstype || !m.source || !m.super_options)
+                return -EBADMSG;
+        unescape((char *) m.root);
+        unescape((char *) m.target);
+        unescape((char *) m.fstype);
+        unescape((char *) m.source);
+        /* A mount point that was deleted: the kernel appends this to its path. */
+        if (endswith(m.target, " (deleted)") && strlen(m.target) > strlen(" (deleted)"))
+                ((char *) m.target)[strlen(m.target) - strlen(" (deleted)")] = 0;
+        *ret = m;
+        return 0;
+}
+
+int mount_table_parse(char *text, MountTable *ret) {
+        _cleanup_(mount_table_done) MountTable t = { .text = text };
+        size_t allocated = 0;
+
+        for (char *line = text; line && *line;) {
+                char *nl = strchr(line, '\n');
+
+                if (nl)
+                        *nl = 0;
+                if (t.n >= allocated) {
+                        MountRow *n;
+
+                        allocated = allocated ? allocated * 2 : 64;
+                        n = realloc(t.rows, allocated * sizeof(MountRow));
+                        if (!n) {
+                                t.text = NULL; /* the caller's still */
+                                return -ENOMEM;
+                        }
+                        t.rows = n;
+                }
+                if (parse_line(line, &t.rows[t.n]) < 0) {
+                        t.text = NULL;
+                        return -EBADMSG;
+                }
+                t.n++;
+                line = nl ? nl + 1 : NULL;
+        }
+        *ret = t;
+        t = (MountTable) {};
+        return 0;
+}
 
 /* The mount table of process pid's namespace (0: ours). */
-static int table_read_of(pid_t pid, struct libmnt_table **ret) {
-        struct libmnt_table *t = mnt_new_table();
+static int table_read_of(pid_t pid, MountTable *ret) {
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        size_t n = 0, allocated = 64 * 1024;
+        char path[64];
         int r;
 
-        if (!t)
-                return -ENOMEM;
-        char path[64];
-        FILE *f;
-
-        /* Through a stream of our own: given a relative path (proc_prefix()), libmount would
-         * make it absolute, walking up from a working directory outside our root. */
+        /* A path of our own: in a process that entered another namespace, proc_prefix() says
+         * where the host's /proc is. */
         if (pid > 0)
                 snprintf(path, sizeof(path), "%s%i/mountinfo", proc_prefix(), (int) pid);
         else
                 snprintf(path, sizeof(path), "%sself/mountinfo", proc_prefix());
-        f = fopen(path, "re");
-        if (!f) {
-                r = negative_errno();
-                mnt_unref_table(t);
-                return r;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return negative_errno();
+        buf = malloc(allocated);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t k;
+
+                if (allocated - n < 4096) {
+                        char *b;
+
+                        if (allocated >= MOUNTINFO_MAX)
+                                return -EFBIG;
+                        b = realloc(buf, allocated * 2);
+                        if (!b)
+                                return -ENOMEM;
+                        buf = b;
+                        allocated *= 2;
+                }
+                k = read(fd, buf + n, allocated - n - 1);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                if (k == 0)
+                        break;
+                n += (size_t) k;
         }
-        r = mnt_table_parse_stream(t, f, "/proc/self/mountinfo");
-        fclose(f);
-        if (r != 0) {
-                mnt_unref_table(t);
-                return r < 0 ? r : -r;
-        }
-        *ret = t;
-        return 0;
+        buf[n] = 0;
+        r = mount_table_parse(buf, ret);
+        if (r >= 0)
+                buf = NULL; /* the table's now */
+        return r;
 }
 
-static int table_read(struct libmnt_table **ret) {
+static int table_read(MountTable *ret) {
         return table_read_of(0, ret);
 }
 
@@ -101,17 +246,17 @@ void mount_entry_done(MountEntry *e) {
         *e = (MountEntry) {};
 }
 
-static int entry_from_fs(struct libmnt_fs *fs, MountEntry *ret) {
-        const char *opt = mnt_fs_get_optional_fields(fs), *so = mnt_fs_get_fs_options(fs);
+static int entry_from_row(const MountRow *row, MountEntry *ret) {
+        const char *so = row->super_options;
         MountEntry e = {
-                .id = (uint64_t) mnt_fs_get_id(fs),
-                .parent_id = (uint64_t) mnt_fs_get_parent_id(fs),
-                .dev = mnt_fs_get_devno(fs),
-                .fstype = strdup(mnt_fs_get_fstype(fs) ?: ""),
-                .source = strdup(mnt_fs_get_source(fs) ?: ""),
-                .shared = opt && strstr(opt, "shared:"),
-                .slave = opt && strstr(opt, "master:"),
-                .sb_writable = so && strncmp(so, "rw", 2) == 0 && (so[2] == 0 || so[2] == ','),
+                .id = row->id,
+                .parent_id = row->parent_id,
+                .dev = row->devno,
+                .fstype = strdup(row->fstype),
+                .source = strdup(row->source),
+                .shared = strstr(row->optional, "shared:"),
+                .slave = strstr(row->optional, "master:"),
+                .sb_writable = strncmp(so, "rw", 2) == 0 && (so[2] == 0 || so[2] == ','),
         };
 
         if (!e.fstype || !e.source) {
@@ -130,16 +275,12 @@ void mount_stack_done(MountStack *s) {
         *s = (MountStack) {};
 }
 
-static struct libmnt_fs *find_by_id(struct libmnt_table *t, uint64_t id) {
-        _cleanup_iter_ struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
-        struct libmnt_fs *fs;
-
-        while (it && mnt_table_next_fs(t, it, &fs) == 0)
-                if ((uint64_t) mnt_fs_get_id(fs) == id)
-                        return fs;
+const MountRow *mount_table_find(const MountTable *t, uint64_t id) {
+        for (size_t i = 0; i < t->n; i++)
+                if (t->rows[i].id == id)
+                        return &t->rows[i];
         return NULL;
 }
-
 static int open_live(int root_fd, const char *rel) {
         /* A fresh lookup: it ends on whatever is mounted on top at the path now. */
         return openat_resolve(root_fd, rel, O_PATH | O_DIRECTORY,
@@ -148,10 +289,10 @@ static int open_live(int root_fd, const char *rel) {
 
 static int stack_read_once(int root_fd, const char *rel, int path_fd, const char *path, MountStack *ret,
                            bool *ret_raced) {
-        _cleanup_table_ struct libmnt_table *t = NULL;
+        _cleanup_(mount_table_done) MountTable t = {};
         _cleanup_(mount_stack_done) MountStack s = {};
         MountIdentity top;
-        struct libmnt_fs *fs, *top_fs;
+        const MountRow *fs, *top_fs;
         size_t n_max = 0;
         int r;
 
@@ -162,38 +303,37 @@ static int stack_read_once(int root_fd, const char *rel, int path_fd, const char
         r = table_read(&t);
         if (r < 0)
                 return r;
-        top_fs = find_by_id(t, top.id);
+        top_fs = mount_table_find(&t, top.id);
         if (!top_fs) {
                 *ret_raced = true;
                 return 0;
         }
 
-        if (top.is_root && streq_ptr(mnt_fs_get_target(top_fs), path)) {
+        if (top.is_root && streq(top_fs->target, path)) {
                 /* Walk down from the top along the parent ids while they stay at the path;
                  * what is below the bottom is the parent. */
-                _cleanup_free_ struct libmnt_fs **chain = NULL;
+                _cleanup_free_ const MountRow **chain = NULL;
                 size_t n = 0;
 
-                n_max = mnt_table_get_nents(t);
+                n_max = t.n;
                 chain = calloc(n_max + 1, sizeof(*chain));
                 if (!chain)
                         return -ENOMEM;
-                for (fs = top_fs; fs && streq_ptr(mnt_fs_get_target(fs), path) && n < n_max;
-                     fs = find_by_id(t, (uint64_t) mnt_fs_get_parent_id(fs)))
+                for (fs = top_fs; fs && streq(fs->target, path) && n < n_max; fs = mount_table_find(&t, fs->parent_id))
                         chain[n++] = fs;
                 s.entries = calloc(n, sizeof(MountEntry));
                 if (!s.entries)
                         return -ENOMEM;
                 for (size_t i = 0; i < n; i++) {
-                        r = entry_from_fs(chain[n - 1 - i], &s.entries[i]);
+                        r = entry_from_row(chain[n - 1 - i], &s.entries[i]);
                         if (r < 0)
                                 return r;
                         s.n++;
                 }
                 s.top_unique_id = top.unique_id;
-                fs = fs && !streq_ptr(mnt_fs_get_target(fs), path) ? fs : NULL;
+                fs = fs && !streq(fs->target, path) ? fs : NULL;
                 if (fs) {
-                        r = entry_from_fs(fs, &s.parent);
+                        r = entry_from_row(fs, &s.parent);
                         if (r < 0)
                                 return r;
                         s.has_parent = true;
@@ -206,7 +346,7 @@ static int stack_read_once(int root_fd, const char *rel, int path_fd, const char
                         *ret_raced = true;
                         return 0;
                 }
-                r = entry_from_fs(top_fs, &s.parent);
+                r = entry_from_row(top_fs, &s.parent);
                 if (r < 0)
                         return r;
                 s.has_parent = true;
@@ -263,12 +403,10 @@ static int compare_str(const void *a, const void *b) {
 }
 
 int mount_children_read(int path_fd, const char *path, MountChildren *ret) {
-        _cleanup_table_ struct libmnt_table *t = NULL;
-        _cleanup_iter_ struct libmnt_iter *it = NULL;
+        _cleanup_(mount_table_done) MountTable t = {};
         _cleanup_strv_free_ char **all = NULL;
         _cleanup_(mount_children_done) MountChildren c = {};
         _cleanup_free_ char *prefix = NULL;
-        struct libmnt_fs *fs;
         size_t n;
         int r;
 
@@ -276,12 +414,11 @@ int mount_children_read(int path_fd, const char *path, MountChildren *ret) {
         if (r < 0)
                 return r;
         prefix = strjoin3(path, streq(path, "/") ? "" : "/", "");
-        it = mnt_new_iter(MNT_ITER_FORWARD);
-        if (!prefix || !it)
+        if (!prefix)
                 return -ENOMEM;
-        while (mnt_table_next_fs(t, it, &fs) == 0) {
-                const char *target = mnt_fs_get_target(fs);
-                if (target && startswith(target, prefix) && target[strlen(prefix)] && !strv_contains(all, target)) {
+        for (size_t i = 0; i < t.n; i++) {
+                const char *target = t.rows[i].target;
+                if (startswith(target, prefix) && target[strlen(prefix)] && !strv_contains(all, target)) {
                         r = strv_extend(&all, target);
                         if (r < 0)
                                 return r;
@@ -299,7 +436,7 @@ int mount_children_read(int path_fd, const char *path, MountChildren *ret) {
         STRV_FOREACH(a, all) {
                 _cleanup_close_ int fd = -EBADF;
                 MountIdentity m;
-                struct libmnt_fs *seen;
+                const MountRow *seen;
                 bool nested = false;
 
                 for (size_t k = 0; k < c.n; k++) {
@@ -320,15 +457,15 @@ int mount_children_read(int path_fd, const char *path, MountChildren *ret) {
                         continue;
                 if (mount_identity_of_fd(fd, &m) < 0 || !m.is_root)
                         continue;
-                seen = find_by_id(t, m.id);
-                if (!seen || !streq_ptr(mnt_fs_get_target(seen), *a))
+                seen = mount_table_find(&t, m.id);
+                if (!seen || !streq(seen->target, *a))
                         continue;
 
                 c.children[c.n] = (MountChild) {
                         .path = strdup(*a),
                         .id = m.id,
                         .unique_id = m.unique_id,
-                        .fstype = strdup(mnt_fs_get_fstype(seen) ?: ""),
+                        .fstype = strdup(seen->fstype),
                 };
                 if (!c.children[c.n].path || !c.children[c.n].fstype) {
                         free(c.children[c.n].path);
@@ -357,39 +494,36 @@ int mountinfo_find(uint64_t id, MountEntry *ret) {
 }
 
 int mountinfo_find_of(pid_t pid, uint64_t id, MountEntry *ret) {
-        _cleanup_table_ struct libmnt_table *t = NULL;
-        struct libmnt_fs *fs;
+        _cleanup_(mount_table_done) MountTable t = {};
+        const MountRow *row;
         int r;
 
         r = table_read_of(pid, &t);
         if (r < 0)
                 return r;
-        fs = find_by_id(t, id);
-        if (!fs)
+        row = mount_table_find(&t, id);
+        if (!row)
                 return -ENOENT;
-        return entry_from_fs(fs, ret);
+        return entry_from_row(row, ret);
 }
 
 
 /* Whether the mounts on a (id) below 'path' — strictly below it at the first level, 'strict' —
  * match those on b one for one: the same mount point, file system (device), root within it
  * and type, and recursively the same mounts on each. */
-static bool subtree_same(struct libmnt_table *t, uint64_t a, uint64_t b, const char *path, bool strict, unsigned depth) {
-        _cleanup_iter_ struct libmnt_iter *it = mnt_new_iter(MNT_ITER_FORWARD);
+static bool subtree_same(const MountTable *t, uint64_t a, uint64_t b, const char *path, bool strict, unsigned depth) {
         _cleanup_free_ char *prefix = strjoin3(path, streq(path, "/") ? "" : "/", "");
-        struct libmnt_fs *fs;
         size_t n_a = 0, n_b = 0;
 
-        if (!it || !prefix || depth > 64)
+        if (!prefix || depth > 64)
                 return false;
-        while (mnt_table_next_fs(t, it, &fs) == 0) {
-                const char *target = mnt_fs_get_target(fs);
-                uint64_t parent = (uint64_t) mnt_fs_get_parent_id(fs);
-                _cleanup_iter_ struct libmnt_iter *it2 = NULL;
-                struct libmnt_fs *other;
+        for (size_t i = 0; i < t->n; i++) {
+                const MountRow *fs = &t->rows[i];
+                const char *target = fs->target;
+                uint64_t parent = fs->parent_id;
                 bool found = false;
 
-                if (!target || (parent != a && parent != b) || (uint64_t) mnt_fs_get_id(fs) == parent)
+                if ((parent != a && parent != b) || fs->id == parent)
                         continue;
                 if (!startswith(target, prefix) && (strict || !streq(target, path)))
                         continue;
@@ -398,16 +532,13 @@ static bool subtree_same(struct libmnt_table *t, uint64_t a, uint64_t b, const c
                         continue;
                 }
                 n_a++;
-                it2 = mnt_new_iter(MNT_ITER_FORWARD);
-                if (!it2)
-                        return false;
-                while (!found && mnt_table_next_fs(t, it2, &other) == 0)
-                        found = (uint64_t) mnt_fs_get_parent_id(other) == b && streq_ptr(mnt_fs_get_target(other), target) &&
-                                mnt_fs_get_devno(other) == mnt_fs_get_devno(fs) &&
-                                streq_ptr(mnt_fs_get_root(other), mnt_fs_get_root(fs)) &&
-                                streq_ptr(mnt_fs_get_fstype(other), mnt_fs_get_fstype(fs)) &&
-                                subtree_same(t, (uint64_t) mnt_fs_get_id(fs), (uint64_t) mnt_fs_get_id(other), target, false,
-                                             depth + 1);
+                for (size_t k = 0; !found && k < t->n; k++) {
+                        const MountRow *other = &t->rows[k];
+
+                        found = other->parent_id == b && streq(other->target, target) && other->devno == fs->devno &&
+                                streq(other->root, fs->root) && streq(other->fstype, fs->fstype) &&
+                                subtree_same(t, fs->id, other->id, target, false, depth + 1);
+                }
                 if (!found)
                         return false;
         }
@@ -415,22 +546,20 @@ static bool subtree_same(struct libmnt_table *t, uint64_t a, uint64_t b, const c
 }
 
 int mount_below_same(uint64_t top_id, uint64_t base_id, const char *path, bool *ret) {
-        _cleanup_table_ struct libmnt_table *t = NULL;
+        _cleanup_(mount_table_done) MountTable t = {};
         int r;
 
         r = table_read(&t);
         if (r < 0)
                 return r;
-        *ret = subtree_same(t, top_id, base_id, path, true, 0);
+        *ret = subtree_same(&t, top_id, base_id, path, true, 0);
         return 0;
 }
 
 int mount_targets_of(const char *fstype, const char *source, const char *under, char ***ret) {
-        _cleanup_table_ struct libmnt_table *t = NULL;
-        _cleanup_iter_ struct libmnt_iter *it = NULL;
+        _cleanup_(mount_table_done) MountTable t = {};
         _cleanup_strv_free_ char **l = NULL;
         size_t len = strlen(under);
-        struct libmnt_fs *fs;
         int r;
 
         while (len > 1 && under[len - 1] == '/')
@@ -438,16 +567,13 @@ int mount_targets_of(const char *fstype, const char *source, const char *under, 
         r = table_read(&t);
         if (r < 0)
                 return r;
-        it = mnt_new_iter(MNT_ITER_FORWARD);
-        if (!it)
-                return -ENOMEM;
         l = calloc(1, sizeof(char *));
         if (!l)
                 return -ENOMEM;
-        while (mnt_table_next_fs(t, it, &fs) == 0) {
-                const char *target = mnt_fs_get_target(fs);
+        for (size_t i = 0; i < t.n; i++) {
+                const char *target = t.rows[i].target;
 
-                if (!target || !streq_ptr(mnt_fs_get_fstype(fs), fstype) || !streq_ptr(mnt_fs_get_source(fs), source))
+                if (!streq(t.rows[i].fstype, fstype) || !streq(t.rows[i].source, source))
                         continue;
                 if (!(len == 1 && under[0] == '/') &&
                     (strncmp(target, under, len) != 0 || (target[len] != 0 && target[len] != '/')))

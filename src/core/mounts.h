@@ -6,8 +6,33 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Reading the mount table (libmount, /proc/self/mountinfo) and the identity of mounts.
- * Nothing here changes a mount. */
+/* Reading the mount table (/proc/self/mountinfo) and the identity of mounts.  Nothing here
+ * changes a mount. */
+
+/* One line of mountinfo (proc_pid_mountinfo(5)); the strings point into the table's text,
+ * unescaped. */
+typedef struct MountRow {
+        uint64_t id, parent_id;
+        dev_t devno;
+        const char *root;
+        const char *target;        /* the mount point, without the kernel's " (deleted)" */
+        const char *optional;      /* "shared:1 master:2", "" for none */
+        const char *fstype;
+        const char *source;        /* "" where the kernel shows none */
+        const char *super_options; /* the superblock's: "rw,..." */
+} MountRow;
+
+typedef struct MountTable {
+        char *text;
+        MountRow *rows;
+        size_t n;
+} MountTable;
+
+void mount_table_done(MountTable *t);
+/* Parses mountinfo text, which the table takes (and frees) on success; a line that is not
+ * one of mountinfo: -EBADMSG. */
+int mount_table_parse(char *text, MountTable *ret);
+const MountRow *mount_table_find(const MountTable *t, uint64_t id);
 
 /* Who a mount is: the kernel's ids for it and its superblock. */
 typedef struct MountIdentity {

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The mountinfo parser (mounts.c): every field of proc_pid_mountinfo(5) as the kernel writes
+ * it, optional fields or none, the kernel's octal escapes, a deleted mount point, an empty
+ * source, a last line without a newline; lines that are not mountinfo refused as a whole; and
+ * this process's own table, where "/" is the mount statx() says it is. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "mounts.h"
+#include "tests.h"
+#include "util.h"
+
+static int parse(const char *text, MountTable *ret) {
+        char *copy = strdup(text);
+        int r;
+
+        if (!copy)
+                return -ENOMEM;
+        r = mount_table_parse(copy, ret);
+        if (r < 0)
+                free(copy);
+        return r;
+}
+
+static void test_fields(void) {
+        _cleanup_(mount_table_done) MountTable t = {};
+        const MountRow *m;
+
+        CHECK(parse("36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n"
+                    "25 1 0:22 / /usr rw,relatime shared:5 master:7 - overlay sysextd ro,lowerdir+=/a\n"
+                    "26 25 0:23 / /usr/share\\040with\\011tab\\134x rw - tmpfs  rw,size=10k\n"
+                    "27 1 254:3 /sub\\012dir /srv/gone\\040(deleted) ro,nosuid - erofs /dev/loop3 ro\n"
+                    "4294967295 27 7:1 / / rw unbindable - btrfs /dev/a\\040b rw,space_cache=v2",
+                    &t) == 0);
+        CHECK(t.n == 5);
+        if (t.n != 5)
+                return;
+        m = &t.rows[0];
+        CHECK(m->id == 36 && m->parent_id == 35 && m->devno == makedev(98, 0));
+        CHECK_STREQ(m->root, "/mnt1");
+        CHECK_STREQ(m->target, "/mnt2");
+        CHECK_STREQ(m->optional, "master:1");
+        CHECK_STREQ(m->fstype, "ext3");
+        CHECK_STREQ(m->source, "/dev/root");
+        CHECK_STREQ(m->super_options, "rw,errors=continue");
+        m = &t.rows[1];
+        CHECK_STREQ(m->optional, "shared:5 master:7");
+        CHECK_STREQ(m->source, "sysextd");
+        CHECK_STREQ(m->super_options, "ro,lowerdir+=/a");
+        m = &t.rows[2];
+        CHECK_STREQ(m->target, "/usr/share with\ttab\\x");
+        CHECK_STREQ(m->optional, "");
+        CHECK_STREQ(m->source, ""); /* the kernel shows none */
+        CHECK_STREQ(m->super_options, "rw,size=10k");
+        m = &t.rows[3];
+        CHECK_STREQ(m->root, "/sub\ndir");
+        CHECK_STREQ(m->target, "/srv/gone");
+        CHECK(m->devno == makedev(254, 3));
+        m = &t.rows[4];
+        CHECK(m->id == 4294967295ULL);
+        CHECK_STREQ(m->optional, "unbindable");
+        CHECK_STREQ(m->source, "/dev/a b");
+        CHECK(mount_table_find(&t, 27) == &t.rows[3]);
+        CHECK(mount_table_find(&t, 28) == NULL);
+}
+
+static void test_refused(void) {
+        static const char *const bad[] = {
+                "x 1 0:1 / / rw - ext4 /dev/a rw\n",                  /* an id that is no number */
+                "1 -1 0:1 / / rw - ext4 /dev/a rw\n",                 /* nor a parent */
+                "1 1 0-1 / / rw - ext4 /dev/a rw\n",                  /* a device that is none */
+                "1 1 0:1x / / rw - ext4 /dev/a rw\n",
+                "1 1 0:1 / / rw shared:1 ext4 /dev/a rw\n",           /* no separator */
+                "1 1 0:1 / / rw - ext4 /dev/a\n",                     /* no superblock options */
+                "1 1 0:1 / / rw -\n",                                 /* nothing after it */
+                "1 1 0:1 /\n",                                        /* cut short */
+                "1 1 0:1 / / rw - ext4 /dev/a rw\n\n",                /* an empty line */
+                "1 1 0:1 / / rw - ext4 /dev/a rw\n2 1 0:2 / /x rw\n", /* one bad line: all refused */
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                MountTable t = {};
+                int r = parse(bad[i], &t);
+
+                CHECK(r == -EBADMSG);
+                if (r >= 0)
+                        mount_table_done(&t);
+        }
+        {
+                _cleanup_(mount_table_done) MountTable t = {};
+                CHECK(parse("", &t) == 0 && t.n == 0);
+        }
+}
+
+static void test_own_table(void) {
+        _cleanup_close_ int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        MountIdentity id = {};
+        MountEntry e = {};
+
+        CHECK(fd >= 0 && mount_identity_of_fd(fd, &id) == 0);
+        CHECK(mountinfo_find(id.id, &e) == 0);
+        CHECK(e.id == id.id && e.dev == id.dev);
+        mount_entry_done(&e);
+        CHECK(mountinfo_find(0, &e) == -ENOENT);
+}
+
+int main(void) {
+        test_fields();
+        test_refused();
+        test_own_table();
+        return tap_finish();
+}
