@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-#include <blkid.h>
 #include <ctype.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -9,16 +8,32 @@
 #include <strings.h>
 
 #include "disk.h"
+#include "dlopen-crypto.h"
 #include "fd-util.h"
 #include "fileio.h"
+#include "log.h"
 #include "release.h"
 #include "util.h"
 
 static void blkid_probe_freep(blkid_probe *p) {
         if (*p)
-                blkid_free_probe(*p);
+                sym_blkid_free_probe(*p);
 }
 #define _cleanup_blkid_probe_ _cleanup_(blkid_probe_freep)
+
+/* libblkid, loaded the first time an image needs it (dlopen-crypto.h); -ELIBACC, said once,
+ * when it cannot be. */
+static int blkid_loaded(void) {
+        static bool warned = false;
+        _cleanup_free_ char *msg = NULL;
+
+        if (dlopen_blkid(&msg) >= 0)
+                return 0;
+        if (!warned)
+                log_warning("%s; only erofs images can be recognised.", msg ?: "libblkid.so.1 cannot be loaded");
+        warned = true;
+        return -ELIBACC;
+}
 
 static uint16_t le16(const uint8_t *p) {
         return (uint16_t) (p[0] | p[1] << 8);
@@ -74,18 +89,21 @@ int disk_probe_type(int fd, uint64_t offset, uint64_t size, bool partitions, cha
                 }
         }
 
-        pr = blkid_new_probe();
+        r = blkid_loaded();
+        if (r < 0)
+                return r;
+        pr = sym_blkid_new_probe();
         if (!pr)
                 return -ENOMEM;
-        if (blkid_probe_set_device(pr, fd, (blkid_loff_t) offset, (blkid_loff_t) size) < 0)
+        if (sym_blkid_probe_set_device(pr, fd, (blkid_loff_t) offset, (blkid_loff_t) size) < 0)
                 return -EIO;
-        blkid_probe_enable_superblocks(pr, 1);
-        blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE);
-        blkid_probe_enable_partitions(pr, partitions);
-        r = blkid_do_safeprobe(pr);
-        if (r == 0 && blkid_probe_lookup_value(pr, "TYPE", &type, NULL) < 0)
+        sym_blkid_probe_enable_superblocks(pr, 1);
+        sym_blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE);
+        sym_blkid_probe_enable_partitions(pr, partitions);
+        r = sym_blkid_do_safeprobe(pr);
+        if (r == 0 && sym_blkid_probe_lookup_value(pr, "TYPE", &type, NULL) < 0)
                 /* A partition table (a disk image) is reported by its type. */
-                (void) blkid_probe_lookup_value(pr, "PTTYPE", &type, NULL);
+                (void) sym_blkid_probe_lookup_value(pr, "PTTYPE", &type, NULL);
         if (type) {
                 *ret_type = strdup(type);
                 if (!*ret_type)
@@ -110,8 +128,8 @@ static const DpsTypes dps_table[] = {
 };
 
 static bool partition_set(Partition *p, blkid_partition part, uint64_t file_size) {
-        const char *uuid = blkid_partition_get_uuid(part);
-        blkid_loff_t start = blkid_partition_get_start(part), size = blkid_partition_get_size(part);
+        const char *uuid = sym_blkid_partition_get_uuid(part);
+        blkid_loff_t start = sym_blkid_partition_get_start(part), size = sym_blkid_partition_get_size(part);
 
         /* A partition table is input like any other: a partition must lie within the file. */
         if (start < 0 || size <= 0 || (uint64_t) start > UINT64_MAX / 512 || (uint64_t) size > UINT64_MAX / 512)
@@ -139,17 +157,19 @@ int disk_layout(int fd, uint64_t file_size, DiskLayout *ret, char **ret_reason) 
                 return set_message(ret_reason, EOPNOTSUPP, "disk images are not supported on %s",
                                    release_native_architecture());
 
-        pr = blkid_new_probe();
+        if (blkid_loaded() < 0)
+                return set_message(ret_reason, ELIBACC, "disk images cannot be read without libblkid.so.1");
+        pr = sym_blkid_new_probe();
         if (!pr)
                 return -ENOMEM;
-        if (blkid_probe_set_device(pr, fd, 0, 0) < 0 || blkid_probe_enable_partitions(pr, 1) < 0 ||
-            blkid_probe_set_partitions_flags(pr, BLKID_PARTS_ENTRY_DETAILS) < 0 || blkid_do_fullprobe(pr) < 0 ||
-            !(pl = blkid_probe_get_partitions(pr)))
+        if (sym_blkid_probe_set_device(pr, fd, 0, 0) < 0 || sym_blkid_probe_enable_partitions(pr, 1) < 0 ||
+            sym_blkid_probe_set_partitions_flags(pr, BLKID_PARTS_ENTRY_DETAILS) < 0 || sym_blkid_do_fullprobe(pr) < 0 ||
+            !(pl = sym_blkid_probe_get_partitions(pr)))
                 return set_message(ret_reason, EBADMSG, "cannot read the partition table");
-        n = blkid_partlist_numof_partitions(pl);
+        n = sym_blkid_partlist_numof_partitions(pl);
         for (int i = 0; i < n; i++) {
-                blkid_partition part = blkid_partlist_get_partition(pl, i);
-                const char *type = blkid_partition_get_type_string(part);
+                blkid_partition part = sym_blkid_partlist_get_partition(pl, i);
+                const char *type = sym_blkid_partition_get_type_string(part);
                 Partition *p = NULL;
 
                 if (!type)

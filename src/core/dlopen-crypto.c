@@ -36,6 +36,24 @@ DLSYM_DEFINE(OPENSSL_sk_num);
 DLSYM_DEFINE(OPENSSL_sk_free);
 DLSYM_DEFINE(OPENSSL_sk_pop_free);
 
+DLSYM_DEFINE(blkid_new_probe);
+DLSYM_DEFINE(blkid_free_probe);
+DLSYM_DEFINE(blkid_probe_set_device);
+DLSYM_DEFINE(blkid_probe_enable_superblocks);
+DLSYM_DEFINE(blkid_probe_set_superblocks_flags);
+DLSYM_DEFINE(blkid_probe_enable_partitions);
+DLSYM_DEFINE(blkid_probe_set_partitions_flags);
+DLSYM_DEFINE(blkid_do_safeprobe);
+DLSYM_DEFINE(blkid_do_fullprobe);
+DLSYM_DEFINE(blkid_probe_lookup_value);
+DLSYM_DEFINE(blkid_probe_get_partitions);
+DLSYM_DEFINE(blkid_partlist_numof_partitions);
+DLSYM_DEFINE(blkid_partlist_get_partition);
+DLSYM_DEFINE(blkid_partition_get_type_string);
+DLSYM_DEFINE(blkid_partition_get_uuid);
+DLSYM_DEFINE(blkid_partition_get_start);
+DLSYM_DEFINE(blkid_partition_get_size);
+
 typedef struct Symbol {
         const char *name;
         void **ptr;
@@ -100,6 +118,24 @@ int dlopen_libcrypto(char **ret_message) {
                 SYM(PKCS7_free),         SYM(PKCS7_verify),       SYM(PKCS7_get0_signers), SYM(ERR_clear_error),
                 SYM(OPENSSL_sk_new_null), SYM(OPENSSL_sk_push),   SYM(OPENSSL_sk_num),  SYM(OPENSSL_sk_free),
                 SYM(OPENSSL_sk_pop_free),
+        };
+        static int state = 0;
+
+        return load(sonames, symbols, ELEMENTSOF(symbols), &state, ret_message);
+}
+
+int dlopen_blkid(char **ret_message) {
+        static const char *const sonames[] = { "libblkid.so.1", NULL };
+        static const Symbol symbols[] = {
+                SYM(blkid_new_probe),                 SYM(blkid_free_probe),
+                SYM(blkid_probe_set_device),          SYM(blkid_probe_enable_superblocks),
+                SYM(blkid_probe_set_superblocks_flags), SYM(blkid_probe_enable_partitions),
+                SYM(blkid_probe_set_partitions_flags), SYM(blkid_do_safeprobe),
+                SYM(blkid_do_fullprobe),              SYM(blkid_probe_lookup_value),
+                SYM(blkid_probe_get_partitions),      SYM(blkid_partlist_numof_partitions),
+                SYM(blkid_partlist_get_partition),    SYM(blkid_partition_get_type_string),
+                SYM(blkid_partition_get_uuid),        SYM(blkid_partition_get_start),
+                SYM(blkid_partition_get_size),
         };
         static int state = 0;
 

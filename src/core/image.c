@@ -1051,6 +1051,8 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
         r = disk_probe_type(fd, 0, 0, true, &type);
         if (r == -ENOMEM)
                 return r;
+        if (r == -ELIBACC)
+                return refuse(img, IMAGE_REFUSED, "not erofs, and libblkid.so.1, which recognises every other kind, cannot be loaded");
         if (streq_ptr(type, "gpt")) {
                 img->kind = IMAGE_DDI;
                 r = disk_layout(fd, (uint64_t) img->st.st_size, &layout, &why);
@@ -1065,6 +1067,8 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
                 r = disk_probe_type(fd, offset, size, false, &type);
                 if (r == -ENOMEM)
                         return r;
+                if (r == -ELIBACC)
+                        return refuse(img, IMAGE_REFUSED, "libblkid.so.1, which recognises what a partition holds, cannot be loaded");
                 fs_kind = image_kind_from_fstype(type);
                 if (fs_kind == IMAGE_UNKNOWN)
                         return refuse(img, IMAGE_REFUSED,
