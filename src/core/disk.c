@@ -358,11 +358,13 @@ int superblock_needed_size(ImageKind kind, const uint8_t *buf, size_t len, uint6
 int disk_check_size(int fd, uint64_t offset, ImageKind kind, uint64_t available, char **ret_message) {
         _cleanup_free_ uint8_t *buf = NULL;
         uint64_t need, devices;
-        size_t want = MIN((uint64_t) SUPERBLOCK_PROBE_SIZE, available);
+        /* erofs says all it needs in its superblock at 1 KiB: one page, not the 128 KiB the
+         * others' superblocks may need (btrfs's is at 64 KiB). */
+        size_t want = MIN((uint64_t) (kind == IMAGE_EROFS ? 4096 : SUPERBLOCK_PROBE_SIZE), available);
         ssize_t n;
         int r;
 
-        buf = calloc(1, SUPERBLOCK_PROBE_SIZE);
+        buf = calloc(1, MAX(want, (size_t) 1));
         if (!buf)
                 return -ENOMEM;
         n = pread(fd, buf, want, (off_t) offset);
