@@ -31,10 +31,12 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
@@ -314,8 +316,11 @@ static int dir_listing_read(DIR *d, DirListing *ret) {
         _cleanup_(dir_listing_done) DirListing l = {};
         struct dirent *de;
 
-        errno = 0;
-        while ((de = readdir(d))) {
+        for (;;) {
+                errno = 0;
+                de = readdir(d);
+                if (!de)
+                        break;
                 if (strv_extend(&l.names, de->d_name) < 0)
                         return -ENOMEM;
                 l.n++;
@@ -332,6 +337,14 @@ static int dir_listing_read(DIR *d, DirListing *ret) {
         *ret = l;
         l = (DirListing) {};
         return 0;
+}
+
+/* A directory that ignores case (casefold): a sidecar may be listed in other case than its
+ * lookup asks for, so the listing cannot say it is not there. */
+static bool dir_casefold(int fd) {
+        int flags = 0;
+
+        return ioctl(fd, FS_IOC_GETFLAGS, &flags) >= 0 && (flags & FS_CASEFOLD_FL);
 }
 
 static bool dir_listing_has(const DirListing *l, const char *name) {
@@ -890,6 +903,7 @@ int image_discover_ex(int root_fd, const char *root_prefix, char *const *search_
         STRV_FOREACH(sd, search_dirs) {
                 _cleanup_closedir_ DIR *d = NULL;
                 _cleanup_(dir_listing_done) DirListing listing = {};
+                bool by_listing;
                 int dfd, r;
 
                 dfd = open_directory_at(root_fd, *sd, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
@@ -906,6 +920,7 @@ int image_discover_ex(int root_fd, const char *root_prefix, char *const *search_
                 r = dir_listing_read(d, &listing);
                 if (r < 0)
                         return r;
+                by_listing = !dir_casefold(dirfd(d));
 
                 for (size_t k = 0; k < listing.n; k++) {
                         _cleanup_free_ char *name = NULL, *rel = NULL, *picked = NULL, *entry_path = NULL, *problem = NULL,
@@ -991,7 +1006,7 @@ int image_discover_ex(int root_fd, const char *root_prefix, char *const *search_
                                        inode_type_name(st.st_mode));
                         else {
                                 /* A picked version's sidecars are in its version directory. */
-                                r = discover_fill(root_fd, fd, img, picked ? NULL : &listing);
+                                r = discover_fill(root_fd, fd, img, picked || !by_listing ? NULL : &listing);
                                 if (r < 0)
                                         return r;
                         }
@@ -1052,7 +1067,7 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
         if (r == -ENOMEM)
                 return r;
         if (r == -ELIBACC)
-                return refuse(img, IMAGE_REFUSED, "not erofs, and libblkid.so.1, which recognises every other kind, cannot be loaded");
+                return refuse(img, IMAGE_REFUSED, "not recognised: libblkid.so.1, which recognises every kind but erofs, cannot be loaded");
         if (streq_ptr(type, "gpt")) {
                 img->kind = IMAGE_DDI;
                 r = disk_layout(fd, (uint64_t) img->st.st_size, &layout, &why);

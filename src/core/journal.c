@@ -597,9 +597,11 @@ int journal_load_generations(int dir_fd, Journal *j) {
                 j->generations_loaded = true;
                 return 0;
         }
-        if (r == -ENOMEM)
+        /* What the file is or holds, not a passing failure to read it (EMFILE, EIO, ...): only
+         * then is it moved aside.  As with state.json: kept for inspection, and the history
+         * starts afresh. */
+        if (!IN_SET(r, -EBADMSG, -EFBIG, -EBADFD, -ELOOP, -EISDIR, -ENXIO))
                 return r;
-        /* As with state.json: kept for inspection, and the history starts afresh. */
         if (renameat(dir_fd, JOURNAL_GENERATIONS, dir_fd, JOURNAL_GENERATIONS ".corrupt") < 0)
                 return negative_errno();
         j->generations_loaded = true;

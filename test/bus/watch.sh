@@ -38,6 +38,9 @@ $(losetup -a)"
 # (one per live image file, one per directory holding them).
 watches() {
 	local p fd n=0 w=0
+	# A call the daemon answers after the rebuild that follows a job (the job's reply is
+	# flushed before it).
+	generation >/dev/null
 	p=$(daemon_pid)
 	[[ -n "$p" ]] || fail "no daemon"
 	for fd in /proc/"$p"/fd/*; do

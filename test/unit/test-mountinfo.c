@@ -100,11 +100,18 @@ static void test_own_table(void) {
         _cleanup_close_ int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
         MountIdentity id = {};
         MountEntry e = {};
+        int r;
 
         CHECK(fd >= 0 && mount_identity_of_fd(fd, &id) == 0);
-        CHECK(mountinfo_find(id.id, &e) == 0);
-        CHECK(e.id == id.id && e.dev == id.dev);
-        mount_entry_done(&e);
+        r = mountinfo_find(id.id, &e);
+        /* In a chroot the mount that holds "/" is not listed. */
+        if (r == -ENOENT)
+                printf("# the mount of / is not in this process's mountinfo\n");
+        else {
+                /* (The device may differ from statx()'s on a btrfs subvolume: not compared.) */
+                CHECK(r == 0 && e.id == id.id);
+                mount_entry_done(&e);
+        }
         CHECK(mountinfo_find(0, &e) == -ENOENT);
 }
 
