@@ -45,7 +45,9 @@ int read_fd_full(int fd, size_t max_size, char **ret, size_t *ret_size) {
          * on what is actually read: up to max_size + 1 bytes are read to notice more. */
         if ((uint64_t) st.st_size > max_size)
                 return -EFBIG;
-        allocated = (size_t) st.st_size + 2;
+        /* A file of the proc file system says 0 whatever it holds: start with a few pages, not
+         * with a buffer that must double a dozen times. */
+        allocated = MIN(MAX((size_t) st.st_size, (size_t) 16 * 1024), max_size) + 2;
         buf = malloc(allocated);
         if (!buf)
                 return -ENOMEM;

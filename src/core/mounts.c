@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "fd-util.h"
+#include "fileio.h"
 #include "kernel.h"
 #include "missing.h"
 #include "mounts.h"
@@ -163,7 +164,6 @@ int mount_table_parse(char *text, MountTable *ret) {
 static int table_read_of(pid_t pid, MountTable *ret) {
         _cleanup_free_ char *buf = NULL;
         _cleanup_close_ int fd = -EBADF;
-        size_t n = 0, allocated = 64 * 1024;
         char path[64];
         int r;
 
@@ -176,34 +176,9 @@ static int table_read_of(pid_t pid, MountTable *ret) {
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return negative_errno();
-        buf = malloc(allocated);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                ssize_t k;
-
-                if (allocated - n < 4096) {
-                        char *b;
-
-                        if (allocated >= MOUNTINFO_MAX)
-                                return -EFBIG;
-                        b = realloc(buf, allocated * 2);
-                        if (!b)
-                                return -ENOMEM;
-                        buf = b;
-                        allocated *= 2;
-                }
-                k = read(fd, buf + n, allocated - n - 1);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (k == 0)
-                        break;
-                n += (size_t) k;
-        }
-        buf[n] = 0;
+        r = read_fd_full(fd, MOUNTINFO_MAX, &buf, NULL);
+        if (r < 0)
+                return r;
         r = mount_table_parse(buf, ret);
         if (r >= 0)
                 buf = NULL; /* the table's now */
