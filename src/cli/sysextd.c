@@ -516,7 +516,7 @@ static int run_local(const Args *a, EngineConfig *config) {
                         return r;
                 r = engine_history_generations(e, &s.journal);
                 if (r < 0)
-                        return log_error_errno(r, "Failed to read %s/%s/%s: %m", e->root, JOURNAL_DIR, JOURNAL_GENERATIONS);
+                        return log_error_errno(r, "Failed to read %s/%s/%s/: %m", e->root, JOURNAL_DIR, JOURNAL_GENERATIONS);
                 j = output_status_json(&s);
                 output_status(j, &a->output);
                 return 0;

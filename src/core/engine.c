@@ -189,21 +189,20 @@ static int load_journal(Engine *e, int dir_fd, Journal *ret) {
         return 0;
 }
 
-static void warn_history_moved(Engine *e) {
-        log_warning("%s/%s/%s could not be read; it was moved to %s.corrupt and the history starts afresh.", e->root, JOURNAL_DIR,
-                    JOURNAL_GENERATIONS, JOURNAL_GENERATIONS);
+static void warn_history_moved(Engine *e, int n) {
+        log_warning("%d file(s) of the history in %s/%s/%s/ could not be read and were moved aside (NAME.corrupt); the generations they held are gone from the history.",
+                    n, e->root, JOURNAL_DIR, JOURNAL_GENERATIONS);
 }
 
-/* The history (generations.json), for what needs it: a rollback, the recording of a
- * generation, the listing of them.  A file that fails is moved aside and the history starts
- * afresh, with a warning, as state.json's is. */
+/* The history (generations/), for what needs it: a rollback, the listing of generations.  A
+ * file that fails is moved aside with a warning, and the history goes on without it. */
 static int load_generations(Engine *e, int dir_fd, Journal *j) {
         int r = journal_load_generations(dir_fd, j);
 
         if (r > 0)
-                warn_history_moved(e);
+                warn_history_moved(e, r);
         if (r < 0)
-                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read %s/%s/%s: %m", e->root, JOURNAL_DIR,
+                return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read %s/%s/%s/: %m", e->root, JOURNAL_DIR,
                                    JOURNAL_GENERATIONS);
         return 0;
 }
@@ -1112,20 +1111,15 @@ static void record_history(Engine *e, Journal *j, const EngineOptions *o, const 
                            uint64_t before) {
         uint64_t now = now_realtime_usec(), to = target ? target->generation : 0;
         _cleanup_(pin_list_done) PinList pins = {};
-        int modes[_IMAGE_CLASS_MAX];
         int r = 0;
 
         /* Before the history changes: target points into it. */
         if (target)
                 r = pins_for_rollback(current, target, &pins);
+        /* What generations/N.json, the state.json saved below, records of the generation. */
+        j->when = now;
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
-                modes[k] = engine_class_mutable(&e->config, o, k);
-        if (r >= 0)
-                r = journal_load_generations(e->journal_fd, j);
-        if (r > 0)
-                warn_history_moved(e);
-        if (r >= 0)
-                r = journal_record_generation(j, j->generation, now, modes, j->forced, &j->images, e->config.generations);
+                j->mutable[k] = engine_class_mutable(&e->config, o, k);
         if (r >= 0 && to > 0) {
                 pin_list_done(&j->pins);
                 j->pins = pins;
@@ -1152,8 +1146,10 @@ static void record_history(Engine *e, Journal *j, const EngineOptions *o, const 
         }
         if (r >= 0)
                 r = journal_save(e->journal_fd, j);
+        if (r >= 0)
+                r = journal_record_generation(e->journal_fd, j, e->config.generations);
         if (r < 0)
-                log_warning("Failed to record generation %" PRIu64 " in the history in %s/%s/%s: %s", j->generation, e->root,
+                log_warning("Failed to record generation %" PRIu64 " in the history in %s/%s/%s/: %s", j->generation, e->root,
                             JOURNAL_DIR, JOURNAL_GENERATIONS, strerror(-r));
 }
 
@@ -2022,7 +2018,7 @@ int engine_history_generations(Engine *e, Journal *j) {
         if (r >= 0)
                 r = journal_load_generations(dfd, j);
         if (r > 0)
-                warn_history_moved(e);
+                warn_history_moved(e, r);
         return r < 0 ? r : 0;
 }
 

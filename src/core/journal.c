@@ -1,9 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <linux/openat2.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fd-util.h"
 #include "fileio.h"
 #include "image-json.h"
 #include "journal.h"
@@ -48,23 +53,6 @@ void journal_done(Journal *j) {
         free(j->rollback_reason);
         free(j->rollback_error);
         *j = (Journal) {};
-}
-
-int journal_record_generation(Journal *j, uint64_t generation, uint64_t when, const int mutable[static _IMAGE_CLASS_MAX],
-                              bool forced, const ImageList *images, unsigned keep) {
-        Generation g = {};
-        int r;
-
-        if (!j->generations_loaded)
-                return -ESTALE;
-        r = generation_from_images(generation, when, mutable, forced, images, &g);
-        if (r < 0)
-                return r;
-        r = generations_push(&j->generations, &j->n_generations, &g, keep);
-        generation_done(&g);
-        if (r >= 0)
-                j->generations_dirty = true;
-        return r;
 }
 
 void journal_confirm_clear(Journal *j) {
@@ -196,7 +184,29 @@ static bool version_valid(const char *v) {
         return !v || (!isempty(v) && utf8_is_valid(v) && !string_has_control(v) && !strchr(v, '/'));
 }
 
+static int modes_from_json(json_object *m, int mutable[static _IMAGE_CLASS_MAX]) {
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                _cleanup_free_ char *v = NULL;
+
+                if (json_get_string(m, image_class_to_string(k), 64, &v) < 0)
+                        return -EBADMSG;
+                mutable[k] = mutable_mode_from_string(v);
+                if (mutable[k] < 0)
+                        return -EBADMSG;
+        }
+        return 0;
+}
+
+static json_object *modes_to_json(const int mutable[static _IMAGE_CLASS_MAX]) {
+        json_object *m = json_object_new_object();
+
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                json_object_object_add(m, image_class_to_string(k), json_object_new_string(mutable_mode_to_string(mutable[k])));
+        return m;
+}
+
 static int generation_from_json(json_object *e, Generation *ret) {
+        _cleanup_image_list_ ImageList all = {};
         Generation g = {};
         json_object *m, *a;
         int r;
@@ -205,41 +215,32 @@ static int generation_from_json(json_object *e, Generation *ret) {
             json_get_u64(e, "when", &g.when) < 0 || json_get_bool(e, "forced", &g.forced) < 0)
                 return -EBADMSG;
         m = json_get_object(e, "mutable");
-        if (!m)
+        if (!m || modes_from_json(m, g.mutable) < 0)
                 return -EBADMSG;
-        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
-                _cleanup_free_ char *v = NULL;
-
-                if (json_get_string(m, image_class_to_string(k), 64, &v) < 0)
-                        return -EBADMSG;
-                g.mutable[k] = mutable_mode_from_string(v);
-                if (g.mutable[k] < 0)
-                        return -EBADMSG;
-        }
         a = json_get_array(e, "images");
         if (!a)
                 return -EBADMSG;
-        r = image_list_from_json(a, IMAGE_JSON_JOURNAL, &g.images);
+        r = image_list_from_json(a, IMAGE_JSON_JOURNAL, &all);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < g.images.n; i++)
-                if (image_name_invalid_reason(g.images.images[i].name) || !version_valid(g.images.images[i].version)) {
-                        generation_done(&g);
+        for (size_t i = 0; i < all.n; i++)
+                if (image_name_invalid_reason(all.images[i].name) || !version_valid(all.images[i].version))
                         return -EBADMSG;
-                }
-        *ret = g;
+        /* A generation is its compatible images (generation_from_images()); a state.json kept
+         * as generations/N.json lists the others too, with their verdicts. */
+        r = generation_from_images(g.generation, g.when, g.mutable, g.forced, &all, ret);
+        if (r < 0)
+                return r;
         return 0;
 }
 
 static json_object *generation_to_json(const Generation *g) {
-        json_object *e = json_object_new_object(), *m = json_object_new_object();
+        json_object *e = json_object_new_object();
 
         json_object_object_add(e, "generation", json_object_new_uint64(g->generation));
         json_object_object_add(e, "when", json_object_new_uint64(g->when));
         json_object_object_add(e, "forced", json_object_new_boolean(g->forced));
-        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
-                json_object_object_add(m, image_class_to_string(k), json_object_new_string(mutable_mode_to_string(g->mutable[k])));
-        json_object_object_add(e, "mutable", m);
+        json_object_object_add(e, "mutable", modes_to_json(g->mutable));
         json_object_object_add(e, "images", image_list_to_json(&g->images, IMAGE_JSON_JOURNAL));
         return e;
 }
@@ -387,6 +388,11 @@ int journal_from_json(const char *text, Journal *ret) {
                 return -EBADMSG;
         if (json_object_object_get_ex(root, "forced", NULL) && json_get_bool(root, "forced", &j.forced) < 0)
                 return -EBADMSG;
+        if (json_object_object_get_ex(root, "when", NULL) && json_get_u64(root, "when", &j.when) < 0)
+                return -EBADMSG;
+        if (json_object_object_get_ex(root, "mutable", &p) && (!p || !json_object_is_type(p, json_type_object) ||
+                                                               modes_from_json(p, j.mutable) < 0))
+                return -EBADMSG;
 
         a = json_get_array(root, "hierarchies");
         if (!a)
@@ -467,6 +473,8 @@ int journal_to_json(const Journal *j, char **ret) {
         json_object_object_add(root, "mount_namespace", json_object_new_uint64(j->mount_ns));
         json_object_object_add(root, "incomplete", json_object_new_boolean(j->incomplete));
         json_object_object_add(root, "forced", json_object_new_boolean(j->forced));
+        json_object_object_add(root, "when", json_object_new_uint64(j->when));
+        json_object_object_add(root, "mutable", modes_to_json(j->mutable));
 
         a = json_object_new_array();
         json_object_object_add(root, "hierarchies", a);
@@ -584,28 +592,265 @@ int journal_load(int dir_fd, Journal *ret, unsigned *ret_n_corrupt_trees) {
         return moved;
 }
 
-int journal_load_generations(int dir_fd, Journal *j) {
+/* generations/: N.json for generation N (canonical digits, no leading zero). */
+static bool generation_file_name(const char *name, uint64_t *ret) {
+        uint64_t n = 0;
+        const char *c = name;
+
+        if (*c < '1' || *c > '9')
+                return false;
+        for (; *c >= '0' && *c <= '9'; c++) {
+                if (n > (UINT64_MAX - 9) / 10)
+                        return false;
+                n = n * 10 + (uint64_t) (*c - '0');
+        }
+        if (!streq(c, ".json"))
+                return false;
+        *ret = n;
+        return true;
+}
+
+static int generations_dir_open(int dir_fd, bool create, int *ret_fd) {
+        int fd;
+
+        if (create && mkdirat(dir_fd, JOURNAL_GENERATIONS, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
+        fd = open_directory_at(dir_fd, JOURNAL_GENERATIONS, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+        if (fd < 0)
+                return fd;
+        *ret_fd = fd;
+        return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+
+        return x < y ? -1 : x > y;
+}
+
+/* The generations with a file in fd, ascending.  With up_to, files of newer ones (a state.json
+ * started afresh) are left out, and removed when asked; and so are leftovers of an
+ * interrupted write ("N.json.tmpPID"). */
+static int generations_list(int fd, uint64_t up_to, bool remove_stale, uint64_t **ret, size_t *ret_n) {
+        _cleanup_free_ uint64_t *l = NULL;
+        size_t n = 0, allocated = 0;
+        struct dirent *de;
+        DIR *d;
+        int dfd, r = 0;
+
+        dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (dfd < 0)
+                return negative_errno();
+        d = fdopendir(dfd);
+        if (!d) {
+                safe_close(dfd);
+                return negative_errno();
+        }
+        for (;;) {
+                uint64_t g;
+
+                errno = 0;
+                de = readdir(d);
+                if (!de) {
+                        r = errno ? negative_errno() : 0;
+                        break;
+                }
+                if (!generation_file_name(de->d_name, &g)) {
+                        if (remove_stale && strstr(de->d_name, ".json.tmp"))
+                                (void) unlinkat(fd, de->d_name, 0);
+                        continue;
+                }
+                if (g > up_to) {
+                        if (remove_stale)
+                                (void) unlinkat(fd, de->d_name, 0);
+                        continue;
+                }
+                if (n == allocated) {
+                        uint64_t *m = reallocarray(l, allocated * 2 + 16, sizeof(uint64_t));
+                        if (!m) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        l = m;
+                        allocated = allocated * 2 + 16;
+                }
+                l[n++] = g;
+        }
+        closedir(d);
+        if (r < 0)
+                return r;
+        if (n > 0)
+                qsort(l, n, sizeof(uint64_t), cmp_u64);
+        *ret = TAKE_PTR(l);
+        *ret_n = n;
+        return 0;
+}
+
+static int generation_write(int fd, const Generation *g) {
+        _cleanup_json_ json_object *e = generation_to_json(g);
+        char name[32];
+        const char *s;
+
+        s = e ? json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) : NULL;
+        if (!s)
+                return -ENOMEM;
+        snprintf(name, sizeof(name), "%" PRIu64 ".json", g->generation);
+        return write_file_atomic_at(fd, name, s, 0644);
+}
+
+/* The history of an earlier version into generations/: the one that came with state.json
+ * (j->generations_dirty) and generations.json.  Returns how many files were moved aside. */
+static int generations_migrate(int dir_fd, Journal *j) {
         _cleanup_free_ char *text = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_journal_ Journal legacy = { .generation = j->generation };
+        int r, moved = 0;
+
+        r = read_file_at(dir_fd, JOURNAL_GENERATIONS_LEGACY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, JOURNAL_FILE_MAX, &text,
+                         NULL, NULL);
+        if (r >= 0)
+                r = journal_generations_from_json(text, &legacy);
+        if (r < 0 && r != -ENOENT) {
+                /* What the file is or holds, not a passing failure to read it (EMFILE, EIO,
+                 * ...): only then is it moved aside, kept for inspection. */
+                if (!IN_SET(r, -EBADMSG, -EFBIG, -EBADFD, -ELOOP, -EISDIR, -ENXIO))
+                        return r;
+                if (renameat(dir_fd, JOURNAL_GENERATIONS_LEGACY, dir_fd, JOURNAL_GENERATIONS_LEGACY ".corrupt") < 0)
+                        return negative_errno();
+                moved++;
+        }
+        if (legacy.n_generations == 0 && !j->generations_dirty) {
+                if (r >= 0 && unlinkat(dir_fd, JOURNAL_GENERATIONS_LEGACY, 0) < 0)
+                        return negative_errno();
+                return moved;
+        }
+        r = generations_dir_open(dir_fd, true, &fd);
+        for (size_t i = 0; r >= 0 && i < legacy.n_generations; i++)
+                r = generation_write(fd, &legacy.generations[i]);
+        for (size_t i = 0; r >= 0 && j->generations_dirty && i < j->n_generations; i++)
+                r = generation_write(fd, &j->generations[i]);
+        if (r < 0)
+                return r;
+        j->generations_dirty = false;
+        if (legacy.n_generations > 0 && unlinkat(dir_fd, JOURNAL_GENERATIONS_LEGACY, 0) < 0)
+                return negative_errno();
+        return moved;
+}
+
+static bool generations_migration_due(int dir_fd, const Journal *j) {
+        struct stat st;
+
+        return j->generations_dirty || fstatat(dir_fd, JOURNAL_GENERATIONS_LEGACY, &st, AT_SYMLINK_NOFOLLOW) >= 0 ||
+               errno != ENOENT;
+}
+
+int journal_load_generations(int dir_fd, Journal *j) {
+        _cleanup_free_ uint64_t *list = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        Generation *l = NULL;
+        size_t n = 0, count = 0;
+        int r, moved = 0;
+
+        if (j->generations_loaded && !j->generations_dirty)
+                return 0;
+        if (generations_migration_due(dir_fd, j)) {
+                moved = generations_migrate(dir_fd, j);
+                if (moved < 0)
+                        return moved;
+        }
+        r = generations_dir_open(dir_fd, false, &fd);
+        if (r == -ENOENT)
+                goto done;
+        if (r >= 0)
+                r = generations_list(fd, j->generation, false, &list, &count);
+        if (r < 0)
+                return r;
+        /* The newest JOURNAL_GENERATIONS_MAX at most: a lowered Generations= prunes the rest at
+         * the next record. */
+        for (size_t i = count > JOURNAL_GENERATIONS_MAX ? count - JOURNAL_GENERATIONS_MAX : 0; i < count; i++) {
+                _cleanup_free_ char *text = NULL;
+                _cleanup_json_ json_object *root = NULL;
+                char name[32], aside[48];
+                Generation g = {};
+
+                snprintf(name, sizeof(name), "%" PRIu64 ".json", list[i]);
+                r = read_file_at(fd, name, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, JOURNAL_FILE_MAX, &text, NULL, NULL);
+                if (r == -ENOENT)
+                        continue; /* removed by a record meanwhile */
+                if (r >= 0) {
+                        root = json_parse_object(text);
+                        r = root ? generation_from_json(root, &g) : -EBADMSG;
+                        if (r >= 0 && g.generation != list[i]) {
+                                generation_done(&g);
+                                r = -EBADMSG;
+                        }
+                }
+                if (r >= 0) {
+                        r = generations_push(&l, &n, &g, JOURNAL_GENERATIONS_MAX);
+                        generation_done(&g);
+                        if (r < 0)
+                                goto fail;
+                        continue;
+                }
+                /* As state.json's: what the file is or holds moves it aside, kept for inspection;
+                 * a passing failure to read it fails the whole. */
+                if (!IN_SET(r, -EBADMSG, -EFBIG, -EBADFD, -ELOOP, -EISDIR, -ENXIO))
+                        goto fail;
+                snprintf(aside, sizeof(aside), "%s.corrupt", name);
+                if (renameat(fd, name, fd, aside) < 0) {
+                        r = negative_errno();
+                        goto fail;
+                }
+                moved++;
+        }
+done:
+        generations_free(j->generations, j->n_generations);
+        j->generations = l;
+        j->n_generations = n;
+        j->generations_loaded = true;
+        return moved;
+fail:
+        generations_free(l, n);
+        return r;
+}
+
+int journal_record_generation(int dir_fd, Journal *j, unsigned keep) {
+        _cleanup_free_ uint64_t *list = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char name[32], tmp[64];
+        size_t count = 0;
         int r;
 
-        if (j->generations_loaded)
-                return 0;
-        r = read_file_at(dir_fd, JOURNAL_GENERATIONS, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, JOURNAL_FILE_MAX, &text, NULL, NULL);
-        if (r >= 0)
-                r = journal_generations_from_json(text, j);
-        if (r == -ENOENT || r >= 0) {
-                j->generations_loaded = true;
-                return 0;
+        if (keep < 1 || j->generation == 0)
+                return -EINVAL;
+        if (generations_migration_due(dir_fd, j)) {
+                r = generations_migrate(dir_fd, j);
+                if (r < 0)
+                        return r;
         }
-        /* What the file is or holds, not a passing failure to read it (EMFILE, EIO, ...): only
-         * then is it moved aside.  As with state.json: kept for inspection, and the history
-         * starts afresh. */
-        if (!IN_SET(r, -EBADMSG, -EFBIG, -EBADFD, -ELOOP, -EISDIR, -ENXIO))
+        r = generations_dir_open(dir_fd, true, &fd);
+        if (r < 0)
                 return r;
-        if (renameat(dir_fd, JOURNAL_GENERATIONS, dir_fd, JOURNAL_GENERATIONS ".corrupt") < 0)
+        snprintf(name, sizeof(name), "%" PRIu64 ".json", j->generation);
+        snprintf(tmp, sizeof(tmp), "%s.tmp%d", name, (int) getpid());
+        (void) unlinkat(fd, tmp, 0);
+        if (linkat(dir_fd, JOURNAL_STATE, fd, tmp, 0) < 0)
                 return negative_errno();
-        j->generations_loaded = true;
-        return 1;
+        if (renameat(fd, tmp, fd, name) < 0) {
+                r = negative_errno();
+                (void) unlinkat(fd, tmp, 0);
+                return r;
+        }
+        /* What is in memory is not the history any more. */
+        j->generations_loaded = false;
+        r = generations_list(fd, j->generation, true, &list, &count);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i + keep < count; i++) {
+                snprintf(name, sizeof(name), "%" PRIu64 ".json", list[i]);
+                (void) unlinkat(fd, name, 0);
+        }
+        return 0;
 }
 
 int journal_save(int dir_fd, Journal *j) {
@@ -613,14 +858,9 @@ int journal_save(int dir_fd, Journal *j) {
         int r;
 
         if (j->generations_dirty) {
-                r = journal_generations_to_json(j, &text);
-                if (r >= 0)
-                        r = write_file_atomic_at(dir_fd, JOURNAL_GENERATIONS, text, 0644);
+                r = generations_migrate(dir_fd, j);
                 if (r < 0)
                         return r;
-                j->generations_dirty = false;
-                free(text);
-                text = NULL;
         }
         r = journal_to_json(j, &text);
         if (r < 0)

@@ -21,14 +21,18 @@
  *                   confirmation (sysextd confirm) with its deadline, and the last rollback
  *                   with what caused it (sysextd(8), ROLLBACK); all optional, so that a file
  *                   written before them loads with none;
- *   generations.json the history (generation.h): the last Generations= generations with their
- *                   images by identity and mutable modes.  Read only by what needs it
- *                   (rollback, the recording of a new generation, the listing of them): every
- *                   status reads state.json, and the history is most of the bytes.  Written
- *                   before state.json; entries newer than state.json's generation (a state.json
- *                   started afresh) are dropped when it is read.  A state.json written before
- *                   the history had its own file carries it as "generations": it is loaded
- *                   from there and moved to generations.json by the next save;
+ *   generations/N.json the history (generation.h): generation N as it went live, for the last
+ *                   Generations= generations.  Each is the state.json that recorded it, kept
+ *                   as a hard link (state.json is replaced by rename, never rewritten in
+ *                   place), so recording a generation costs a link and an unlink, whatever the
+ *                   number of images: state.json carries the generation's "when" and
+ *                   "mutable" modes for this, and only its compatible images count.  Read
+ *                   only by what needs it (rollback, the listing of generations).  Files
+ *                   newer than state.json's generation (a state.json started afresh) are
+ *                   ignored and removed by the next record; one that fails validation is
+ *                   moved to N.json.corrupt.  The history of an earlier version, in
+ *                   generations.json or as "generations" in state.json, is moved here the
+ *                   first time the history is read or recorded;
  *   trees/ID.json   one record per tree sysextd attached and has not detached (tree.h): the
  *                   identity that proves a mount is ours.
  *
@@ -54,6 +58,11 @@ typedef struct Journal {
         uint64_t mount_ns;     /* inode of the mount namespace the trees live in; 0: none yet */
         bool incomplete;       /* an interrupted transition was finished for some hierarchies only */
         bool forced;           /* the trees were built with --force (incompatible images merged) */
+        /* When the generation went live (CLOCK_REALTIME µs) and the MutableMode of each class's
+         * trees: what generations/N.json, a link of this file, needs.  0 and "no": not known
+         * (a state.json written before they were recorded). */
+        uint64_t when;
+        int mutable[_IMAGE_CLASS_MAX];
         JournalHierarchy *hierarchies;
         size_t n_hierarchies;
         ImageList images;
@@ -71,10 +80,11 @@ typedef struct Journal {
         TreeList trees; /* from trees/ */
 
         /* History and rollback (generation.h, sysextd(8) ROLLBACK).  Optional in state.json. */
-        Generation *generations; /* oldest first, at most Generations=; generations.json */
+        Generation *generations; /* oldest first; generations/ */
         size_t n_generations;
         bool generations_loaded; /* generations holds the history (journal_load_generations()) */
-        bool generations_dirty;  /* and it changed: the next journal_save() writes it */
+        bool generations_dirty;  /* it came from an earlier version's state.json: the next
+                                  * journal_save() moves it to generations/ */
         PinList pins;
         /* A refresh with --confirm-within=: the generation waiting, since when and until when
          * (CLOCK_REALTIME µs), and the generation a passed deadline rolls back to; 0: none. */
@@ -88,7 +98,8 @@ typedef struct Journal {
 
 #define JOURNAL_DIR "run/sysextd"
 #define JOURNAL_STATE "state.json"
-#define JOURNAL_GENERATIONS "generations.json"
+#define JOURNAL_GENERATIONS "generations"
+#define JOURNAL_GENERATIONS_LEGACY "generations.json"
 #define JOURNAL_VERSION 2
 /* The longest delay a transition may have (a year): --delay= and Delay= are checked against it,
  * and a state.json that says more is not sysextd's. */
@@ -102,8 +113,8 @@ void journal_done(Journal *j);
 
 int journal_from_json(const char *text, Journal *ret);
 int journal_to_json(const Journal *j, char **ret);
-/* generations.json: the history into j, which holds state.json's fields (entries newer than its
- * generation are dropped); and the history of j as text. */
+/* An earlier version's generations.json: the history into j, which holds state.json's fields
+ * (entries newer than its generation are dropped); and the history of j in that form. */
 int journal_generations_from_json(const char *text, Journal *j);
 int journal_generations_to_json(const Journal *j, char **ret);
 
@@ -114,23 +125,21 @@ int journal_dir_open(int root_fd, bool create, int *ret_fd);
  * Returns 1 when state.json failed validation and was moved aside, 0 otherwise;
  * *ret_n_corrupt_trees counts tree records that were moved aside. */
 int journal_load(int dir_fd, Journal *ret, unsigned *ret_n_corrupt_trees);
-/* Loads generations.json into j (loaded by journal_load()) unless the history is there already.
- * Returns 1 when the file failed validation and was moved aside (the history starts empty),
- * 0 otherwise. */
+/* Loads the history (generations/) into j (loaded by journal_load()) unless it is there
+ * already, moving an earlier version's history there first.  Returns how many files failed
+ * validation and were moved aside (that part of the history is gone), or a negative errno. */
 int journal_load_generations(int dir_fd, Journal *j);
-/* Saves generations.json when the history changed, then state.json, each atomically (tree
- * records are saved one by one with tree_save()). */
+/* Saves state.json atomically (tree records are saved one by one with tree_save()), after
+ * moving a history that came with it from an earlier version to generations/. */
 int journal_save(int dir_fd, Journal *j);
 
 JournalHierarchy *journal_find_hierarchy(Journal *j, const char *hierarchy);
 /* Sets the tree of a hierarchy (adding the entry when missing); tree may be NULL. */
 int journal_set_tree(Journal *j, const char *hierarchy, const char *tree);
 
-/* Records generation g of the images and modes given as the newest of the history, keeping at
- * most keep.  The history must be loaded (-ESTALE otherwise: saving a history that was not read
- * would lose it). */
-int journal_record_generation(Journal *j, uint64_t generation, uint64_t when, const int mutable[static _IMAGE_CLASS_MAX],
-                              bool forced, const ImageList *images, unsigned keep);
+/* Records j's generation in the history: state.json as just saved from j becomes
+ * generations/N.json (a hard link), and the history keeps the newest keep (>= 1) at most. */
+int journal_record_generation(int dir_fd, Journal *j, unsigned keep);
 void journal_confirm_clear(Journal *j);
 /* Records the last rollback (error may be NULL). */
 int journal_set_rollback(Journal *j, uint64_t when, uint64_t from, uint64_t to, const char *reason, const char *error);

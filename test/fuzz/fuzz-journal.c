@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The journal readers (state.json, generations.json) and the tree record reader, on any bytes;
+/* The journal readers (state.json, an earlier version's generations.json) and the tree record reader, on any bytes;
  * what they accept must survive a round trip. */
 #include <stdint.h>
 #include <stdlib.h>

@@ -19,10 +19,12 @@
 #     not kept;
 #  G. a generation with writable trees or --force is gone back to only when
 #     the caller says so;
-#  H. the history lives in generations.json, not in state.json (read by every
-#     status); a state.json of an older sysextd carrying it still rolls back and
-#     the history moves out of it; a damaged, FIFO or symlinked generations.json
-#     is moved aside with a warning and the history starts afresh.
+#  H. the history is generations/N.json, each the state.json that recorded
+#     generation N (a hard link), nothing of it in state.json (read by every
+#     status); the history of an older sysextd (generations.json, or carried
+#     in state.json) still rolls back and moves to generations/; a damaged,
+#     FIFO or symlinked generations/N.json is moved aside with a warning and
+#     the rest of the history stays; so is a damaged generations.json.
 set -euo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -377,24 +379,52 @@ run_sysextd rollback --to=$g_force --force
 assert_ok "rollback --force to it"
 
 # ------------------------------------------------------------ H
-check "the history has a file of its own: state.json, read by every status, does not carry it"
+check "the history is generations/N.json, the state.json that recorded N: nothing of it in state.json"
 J=$R/run/sysextd
-[[ -f $J/generations.json ]] || fail "no $J/generations.json"
 assert_eq "$(json_q "$(cat "$J/state.json")" '"generations" in d')" false "state.json without the history"
 status_json
 g=$GEN
 kept=$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')
-assert_eq "$kept" "[$((g - 1)), $g]" "status lists the history of generations.json"
+assert_eq "$kept" "[$((g - 1)), $g]" "status lists the history of generations/"
+assert_eq "$(ls "$J/generations" | tr '\n' ' ')" "$((g - 1)).json $g.json " "one file per generation kept"
+assert_eq "$(stat -c %i "$J/generations/$g.json")" "$(stat -c %i "$J/state.json")" \
+	"generations/$g.json is the state.json that recorded it"
+assert_eq "$(json_q "$(cat "$J/generations/$g.json")" '[d["generation"], "when" in d, "mutable" in d]')" "[$g, true, true]" \
+	"with the generation's time and modes"
+
+# The history as an earlier sysextd kept it: one entry per generation, compatible images only.
+legacy_history() {
+	python3 - "$J" "$1" <<'PY'
+import json, os, sys
+d, where = sys.argv[1:3]
+gens = []
+for n in sorted(int(f[:-5]) for f in os.listdir(d + "/generations") if f.endswith(".json")):
+    s = json.load(open(f"{d}/generations/{n}.json"))
+    gens.append({"generation": n, "when": s["when"], "forced": s["forced"], "mutable": s["mutable"],
+                 "images": [i for i in s["images"] if i["status"] == "compatible"]})
+    os.unlink(f"{d}/generations/{n}.json")
+os.rmdir(d + "/generations")
+if where == "file":
+    json.dump({"generations": gens}, open(d + "/generations.json", "w"), indent=2)
+else:
+    state = json.load(open(d + "/state.json"))
+    for k in ("when", "mutable"):
+        state.pop(k, None)
+    state["generations"] = gens
+    json.dump(state, open(d + "/state.json.new", "w"), indent=2)
+    os.rename(d + "/state.json.new", d + "/state.json")
+PY
+}
+
+check "generations.json of an older sysextd: read, and moved to generations/"
+legacy_history file
+status_json
+assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "$kept" "the history read from generations.json"
+[[ ! -e $J/generations.json ]] || fail "generations.json still there"
+assert_eq "$(ls "$J/generations" | tr '\n' ' ')" "$((g - 1)).json $g.json " "moved to generations/"
 
 check "a state.json of an older sysextd, carrying the history: read from there, moved by the next save"
-python3 - "$J" <<'PY'
-import json, os, sys
-d = sys.argv[1]
-state = json.load(open(d + "/state.json"))
-state["generations"] = json.load(open(d + "/generations.json"))["generations"]
-json.dump(state, open(d + "/state.json", "w"), indent=2)
-os.unlink(d + "/generations.json")
-PY
+legacy_history state
 status_json
 assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "$kept" "the history read from the old state.json"
 top_before=$(top_mount_id "$R/usr")
@@ -405,37 +435,53 @@ status_json
 assert_eq "$GEN" "$((g + 1))" "a new generation"
 assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "[$g, $((g + 1))]" "the history goes on"
 assert_eq "$(json_q "$(cat "$J/state.json")" '"generations" in d')" false "moved out of state.json"
-assert_eq "$(json_q "$(cat "$J/generations.json")" '[x["generation"] for x in d["generations"]]')" "[$g, $((g + 1))]" \
-	"moved to generations.json"
+assert_eq "$(ls "$J/generations" | tr '\n' ' ')" "$g.json $((g + 1)).json " "moved to generations/"
 
-check "a generations.json that fails validation is moved aside, the history starts afresh"
-for bad in '{"generations":[{"generation":"x"}]}' '{"generations":{}}' "$(head -c 2000 /dev/urandom | base64 -w0)" fifo symlink; do
-	rm -f "$J/generations.json" "$J/generations.json.corrupt"
+check "a generations/N.json that fails validation is moved aside, the rest of the history stays"
+status_json
+old=$((GEN - 1))
+cp -p "$J/generations/$old.json" "$R/good.json"
+for bad in '{"generation":"x"}' '{}' "$(head -c 2000 /dev/urandom | base64 -w0)" another fifo symlink; do
+	rm -f "$J/generations/$old.json" "$J/generations/$old.json.corrupt"
 	case $bad in
-	fifo) mkfifo "$J/generations.json" ;;
-	symlink) ln -s /dev/zero "$J/generations.json" ;;
-	*) printf '%s' "$bad" >"$J/generations.json" ;;
+	fifo) mkfifo "$J/generations/$old.json" ;;
+	symlink) ln -s /dev/zero "$J/generations/$old.json" ;;
+	another) cp "$J/generations/$GEN.json" "$J/generations/$old.json" ;;
+	*) printf '%s' "$bad" >"$J/generations/$old.json" ;;
 	esac
 	run_sysextd status --json
-	assert_ok "status with a bad generations.json"
-	assert_contains "$ERR" "generations.json could not be read; it was moved to generations.json.corrupt and the history starts afresh."
-	assert_eq "$(json_q "$OUT" 'd["generations"]')" "[]" "no history"
-	[[ -e $J/generations.json.corrupt || -L $J/generations.json.corrupt ]] || fail "not moved aside"
-	[[ ! -e $J/generations.json && ! -L $J/generations.json ]] || fail "still there"
+	assert_ok "status with a bad generations/$old.json ($bad)"
+	assert_contains "$ERR" "1 file(s) of the history in $J/generations/ could not be read and were moved aside (NAME.corrupt)"
+	assert_eq "$(json_q "$OUT" '[x["generation"] for x in d["generations"]]')" "[$GEN]" "the rest of the history"
+	[[ -e $J/generations/$old.json.corrupt || -L $J/generations/$old.json.corrupt ]] || fail "not moved aside"
+	[[ ! -e $J/generations/$old.json && ! -L $J/generations/$old.json ]] || fail "still there"
 done
 top_before=$(top_mount_id "$R/usr")
 content_before=$(content)
 run_sysextd rollback
-assert_failed "rollback with no history"
+assert_failed "rollback with no older generation kept"
 assert_eq "$(wc -l <<<"$ERR")" 1 "one line of error"
 assert_contains "$ERR" "Cannot roll back" "the error"
 assert_eq "$(top_mount_id "$R/usr")" "$top_before" "the same tree is live"
 assert_eq "$(content)" "$content_before" "the same content"
-run_sysextd refresh --always-refresh=yes
-assert_ok "a refresh records a new history"
+rm -f "$J/generations/$old.json.corrupt"
+mv "$R/good.json" "$J/generations/$old.json"
 status_json
-assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "[$GEN]" "the new history"
+assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "[$old, $GEN]" "the file back: kept again"
+
+check "a damaged generations.json of an older sysextd is moved aside; generations/ stays"
+printf '{"generations":' >"$J/generations.json"
+run_sysextd status --json
+assert_ok "status with a bad generations.json"
+assert_contains "$ERR" "1 file(s) of the history in $J/generations/ could not be read"
+[[ -e $J/generations.json.corrupt && ! -e $J/generations.json ]] || fail "not moved aside"
+assert_eq "$(json_q "$OUT" '[x["generation"] for x in d["generations"]]')" "[$old, $GEN]" "the history stays"
 rm -f "$J/generations.json.corrupt"
+run_sysextd refresh --always-refresh=yes
+assert_ok "a refresh records the next generation"
+status_json
+assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "[$((GEN - 1)), $GEN]" "the newest two kept (Generations=2)"
+assert_eq "$(ls "$J/generations" | tr '\n' ' ')" "$((GEN - 1)).json $GEN.json " "the oldest file removed"
 
 # ------------------------------------------------------------ end
 check "unmerge: the base, and the loop devices as before"

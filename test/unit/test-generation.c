@@ -16,6 +16,7 @@
 #include "generation.h"
 #include "image.h"
 #include "journal.h"
+#include "mutable.h"
 #include "tests.h"
 #include "util.h"
 
@@ -320,13 +321,16 @@ static void test_journal(void) {
         CHECK(journal_from_json(old_state, &j) == 0);
         add_image(&l, "app", "2", true, 7);
         l.images[0].st.st_dev = 2049;
-        /* A history that was not read is never recorded into (saving it would lose it). */
-        CHECK(journal_record_generation(&j, 6, 111, modes, false, &l, 3) == -ESTALE);
         CHECK(journal_generations_from_json("{}", &j) == 0 && j.generations_loaded && j.n_generations == 0);
         CHECK(!j.generations_dirty);
-        CHECK(journal_record_generation(&j, 6, 111, modes, false, &l, 3) == 0);
-        CHECK(journal_record_generation(&j, 7, 222, modes, true, &l, 3) == 0);
-        CHECK(j.generations_dirty);
+        {
+                Generation g6 = {}, g7 = {};
+
+                CHECK(generation_from_images(6, 111, modes, false, &l, &g6) == 0);
+                CHECK(generations_push(&j.generations, &j.n_generations, &g6, 3) == 0);
+                CHECK(generation_from_images(7, 222, modes, true, &l, &g7) == 0);
+                CHECK(generations_push(&j.generations, &j.n_generations, &g7, 3) == 0);
+        }
         j.pins.pins = calloc(1, sizeof(Pin));
         j.pins.pins[0] = (Pin) { .klass = IMAGE_CLASS_SYSEXT, .name = strdup("app"), .version = strdup("2"),
                                  .from_version = NULL, .generation = 6 };
@@ -402,44 +406,107 @@ static void test_journal(void) {
                 CHECK(!x.generations_loaded && x.n_generations == 0);
         }
 
-        /* On disk: the history is written when it changed and only then, read only when asked
-         * for, and a file that fails is moved aside and the history starts afresh. */
+        /* On disk: generations/N.json, a hard link of the state.json that recorded N; an
+         * earlier version's history moved there; files that fail moved aside, one by one. */
         {
                 char tmpl[] = "/tmp/test-generation-XXXXXX";
                 char *dir = mkdtemp(tmpl);
-                _cleanup_close_ int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -EBADF;
-                _cleanup_journal_ Journal a = {}, b = {}, c = {};
+                _cleanup_close_ int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -EBADF, gfd = -EBADF;
+                _cleanup_journal_ Journal a = {}, b = {}, c = {}, d = {};
                 _cleanup_free_ char *onfile = NULL;
                 struct stat st1, st2;
+                static const int yes[_IMAGE_CLASS_MAX] = { MUTABLE_EPHEMERAL, MUTABLE_NO };
 
                 CHECK(dfd >= 0);
-                CHECK(journal_save(dfd, &j) == 0 && !j.generations_dirty);
-                CHECK(read_file_at(dfd, JOURNAL_GENERATIONS, 0, 1 << 20, &onfile, NULL, NULL) >= 0);
-                CHECK(onfile && strstr(onfile, "\"generation\":7"));
-                CHECK(fstatat(dfd, JOURNAL_GENERATIONS, &st1, 0) == 0);
+                /* generations.json of the last version: moved to generations/ when first read. */
+                CHECK(write_file_atomic_at(dfd, JOURNAL_GENERATIONS_LEGACY, gtext, 0644) == 0);
+                j.confirm_generation = 0;
+                CHECK(journal_save(dfd, &j) == 0);
                 CHECK(journal_load(dfd, &a, NULL) == 0 && a.generation == 7 && !a.generations_loaded && a.n_generations == 0);
-                /* Saved without its history loaded: generations.json is left as it is. */
-                a.confirm_generation = 0;
-                CHECK(journal_save(dfd, &a) == 0);
-                CHECK(fstatat(dfd, JOURNAL_GENERATIONS, &st2, 0) == 0 && st2.st_ino == st1.st_ino);
                 CHECK(journal_load_generations(dfd, &a) == 0 && a.n_generations == 2 && a.generations_loaded);
+                CHECK(a.generations[0].generation == 6 && a.generations[1].generation == 7 && a.generations[1].forced &&
+                      a.generations[1].when == 222 && a.generations[0].images.n == 1);
+                CHECK(faccessat(dfd, JOURNAL_GENERATIONS_LEGACY, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
+                CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/6.json", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
+                CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/7.json", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
                 CHECK(journal_load_generations(dfd, &a) == 0 && a.n_generations == 2);
-                /* Damaged, or a symbolic link: moved aside, an empty history, a new file at the next record. */
-                CHECK(write_file_atomic_at(dfd, JOURNAL_GENERATIONS, "{\"generations\":[1]}", 0644) == 0);
-                CHECK(journal_load(dfd, &b, NULL) == 0 && journal_load_generations(dfd, &b) == 1);
-                CHECK(b.generations_loaded && b.n_generations == 0);
-                CHECK(faccessat(dfd, JOURNAL_GENERATIONS ".corrupt", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
-                CHECK(faccessat(dfd, JOURNAL_GENERATIONS, F_OK, AT_SYMLINK_NOFOLLOW) < 0);
-                CHECK(symlinkat("/etc/passwd", dfd, JOURNAL_GENERATIONS) == 0);
-                CHECK(journal_load(dfd, &c, NULL) == 0 && journal_load_generations(dfd, &c) == 1 && c.n_generations == 0);
-                CHECK(journal_record_generation(&c, 7, 333, modes, false, &l, 3) == 0);
+
+                /* A record: state.json as saved becomes 8.json (the same inode), with its "when"
+                 * and modes, its compatible images only; the oldest beyond keep go. */
+                a.generation = 8;
+                a.when = 333;
+                a.mutable[IMAGE_CLASS_SYSEXT] = MUTABLE_EPHEMERAL;
+                add_image(&a.images, "app", "3", true, 9);
+                add_image(&a.images, "other", "1", false, 10);
+                a.images.images[1].verdict = IMAGE_INCOMPATIBLE;
+                CHECK(journal_save(dfd, &a) == 0);
+                CHECK(journal_record_generation(dfd, &a, 2) == 0 && !a.generations_loaded);
+                CHECK(fstatat(dfd, JOURNAL_STATE, &st1, 0) == 0 && fstatat(dfd, JOURNAL_GENERATIONS "/8.json", &st2, 0) == 0);
+                CHECK(st1.st_ino == st2.st_ino && st2.st_nlink == 2);
+                CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/6.json", F_OK, AT_SYMLINK_NOFOLLOW) < 0);
+                CHECK(journal_load_generations(dfd, &a) == 0 && a.n_generations == 2 && a.generations[1].generation == 8);
+                CHECK(a.generations[1].when == 333 && a.generations[1].mutable[IMAGE_CLASS_SYSEXT] == yes[0] &&
+                      !a.generations[1].forced);
+                CHECK(a.generations[1].images.n == 1 && streq_ptr(a.generations[1].images.images[0].name, "app") &&
+                      a.generations[1].images.images[0].st.st_ino == 9);
+                /* A later save of state.json (pins, say) is a new inode: the record stays. */
+                CHECK(journal_save(dfd, &a) == 0);
+                CHECK(fstatat(dfd, JOURNAL_GENERATIONS "/8.json", &st1, 0) == 0 && st1.st_ino == st2.st_ino &&
+                      st1.st_nlink == 1);
+
+                /* A state.json started afresh (generation 2): newer files are not its history,
+                 * and its first record removes them. */
+                b.generation = 2;
+                b.when = 444;
+                CHECK(journal_save(dfd, &b) == 0);
+                CHECK(journal_load_generations(dfd, &b) == 0 && b.n_generations == 0);
+                CHECK(journal_record_generation(dfd, &b, 3) == 0);
+                CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/7.json", F_OK, AT_SYMLINK_NOFOLLOW) < 0);
+                CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/8.json", F_OK, AT_SYMLINK_NOFOLLOW) < 0);
+                CHECK(journal_load_generations(dfd, &b) == 0 && b.n_generations == 1 && b.generations[0].when == 444);
+
+                /* Damaged, a symbolic link, a FIFO, another generation's record: each moved
+                 * aside on its own, the rest of the history stays. */
+                gfd = open_directory_at(dfd, JOURNAL_GENERATIONS, 0);
+                CHECK(gfd >= 0);
+                b.generation = 9;
+                b.generations_loaded = false; /* read again */
+                CHECK(write_file_atomic_at(gfd, "3.json", "{\"generation\":3", 0644) == 0);
+                CHECK(symlinkat("/etc/passwd", gfd, "4.json") == 0);
+                CHECK(mkfifoat(gfd, "5.json", 0644) == 0);
+                CHECK(read_file_at(gfd, "2.json", 0, 1 << 20, &onfile, NULL, NULL) >= 0);
+                CHECK(write_file_atomic_at(gfd, "6.json", onfile, 0644) == 0);
+                CHECK(write_file_atomic_at(gfd, "07.json", onfile, 0644) == 0); /* not a name of ours */
+                CHECK(journal_load_generations(dfd, &b) == 4 && b.n_generations == 1 && b.generations[0].generation == 2);
+                CHECK(faccessat(gfd, "3.json.corrupt", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
+                CHECK(faccessat(gfd, "4.json.corrupt", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
+                CHECK(faccessat(gfd, "5.json.corrupt", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
+                CHECK(faccessat(gfd, "6.json.corrupt", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
+                CHECK(faccessat(gfd, "6.json", F_OK, AT_SYMLINK_NOFOLLOW) < 0);
+
+                /* A damaged generations.json of the last version: moved aside, counted. */
+                CHECK(write_file_atomic_at(dfd, JOURNAL_GENERATIONS_LEGACY, "{\"generations\":[1]}", 0644) == 0);
+                CHECK(journal_load(dfd, &c, NULL) == 0 && journal_load_generations(dfd, &c) == 1);
+                CHECK(faccessat(dfd, JOURNAL_GENERATIONS_LEGACY ".corrupt", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
+                CHECK(faccessat(dfd, JOURNAL_GENERATIONS_LEGACY, F_OK, AT_SYMLINK_NOFOLLOW) < 0);
+                CHECK(c.n_generations == 1);
+                /* generations/ not a directory: the record fails, state.json is untouched. */
+                gfd = safe_close(gfd);
+                if (dir) {
+                        _cleanup_free_ char *cmd = NULL;
+
+                        CHECK(asprintf(&cmd, "rm -rf '%s/%s'", dir, JOURNAL_GENERATIONS) > 0 && system(cmd) == 0);
+                }
+                CHECK(symlinkat("/tmp", dfd, JOURNAL_GENERATIONS) == 0);
+                c.generation = 10;
                 CHECK(journal_save(dfd, &c) == 0);
-                CHECK(fstatat(dfd, JOURNAL_GENERATIONS, &st2, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st2.st_mode));
-                (void) unlinkat(dfd, JOURNAL_GENERATIONS, 0);
-                (void) unlinkat(dfd, JOURNAL_GENERATIONS ".corrupt", 0);
-                (void) unlinkat(dfd, JOURNAL_STATE, 0);
-                if (dir)
-                        (void) rmdir(dir);
+                CHECK(journal_record_generation(dfd, &c, 3) < 0);
+                CHECK(journal_load(dfd, &d, NULL) == 0 && d.generation == 10);
+                if (dir) {
+                        _cleanup_free_ char *cmd = NULL;
+
+                        CHECK(asprintf(&cmd, "rm -rf '%s'", dir) > 0 && system(cmd) == 0);
+                }
         }
 
         /* Validated: a pin with a name that is none, a deadline before its start, an unknown reason. */
