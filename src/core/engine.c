@@ -319,9 +319,18 @@ static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t
 /* The namespaces that follow the host (follow.h) get what it shows now.  Under the lock, with
  * the journal of what is live. */
 static void update_followers(Engine *e, Journal *j) {
+        _cleanup_(follower_list_done) FollowerList l = {};
         _cleanup_close_ int base = -EBADF;
         int r;
 
+        r = follower_list_load(e->journal_fd, &l);
+        if (r < 0) {
+                log_warning("Failed to read the followed namespaces in %s/%s/%s/, they were not updated: %s", e->root, JOURNAL_DIR,
+                            FOLLOW_DIR, strerror(-r));
+                return;
+        }
+        if (l.n == 0)
+                return; /* none: the base below our trees is not needed */
         r = base_root_open(e->root_fd, e->root, &base);
         if (r < 0) {
                 log_warning("Failed to reach %s below sysextd's trees, the followed namespaces were not updated: %s", e->root,
@@ -335,7 +344,7 @@ static void update_followers(Engine *e, Journal *j) {
                 .base_fd = base,
                 .hierarchies = e->hierarchies,
                 .journal = j,
-        });
+        }, &l);
         if (r < 0)
                 log_warning("Failed to update the followed namespaces: %s", strerror(-r));
 }
@@ -349,10 +358,12 @@ int engine_recover(Engine *e) {
 
         engine_result_done(&e->result);
         r = engine_lock(e);
+        mount_table_cache_begin();
         if (r >= 0)
                 r = recover_locked(e, &j, &states, &n, &changed, DELAY_COMMIT_IF_DUE);
         if (r >= 0)
                 update_followers(e, &j);
+        mount_table_cache_end();
         hierarchy_states_free(states, n);
         engine_unlock(e);
         e->result.r = r;
@@ -1376,8 +1387,11 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
         e->probed_valid = false;
 
         r = engine_lock(e);
-        if (r >= 0)
+        if (r >= 0) {
+                mount_table_cache_begin();
                 r = transition_locked(e, verb, o ?: &none);
+                mount_table_cache_end();
+        }
         engine_unlock(e);
         engine_facts_close(e);
         /* Images that ship units: the running system's service manager, once the trees are in
@@ -1775,7 +1789,7 @@ finish:
         return r;
 }
 
-int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret) {
+static int status_read(Engine *e, const EngineOptions *o, EngineStatus *ret) {
         _cleanup_(engine_status_done) EngineStatus s = {};
         _cleanup_close_ int dfd = -EBADF;
         HierarchyState *states = NULL;
@@ -1885,6 +1899,15 @@ int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret) {
         *ret = s;
         s = (EngineStatus) {};
         return 0;
+}
+
+int engine_status(Engine *e, const EngineOptions *o, EngineStatus *ret) {
+        int r;
+
+        mount_table_cache_begin();
+        r = status_read(e, o, ret);
+        mount_table_cache_end();
+        return r;
 }
 
 typedef enum FollowOp {

@@ -1494,26 +1494,24 @@ int follow_remove(const FollowHost *h, pid_t pid, char **ret_message) {
         return 0;
 }
 
-int follow_update_all(const FollowHost *h) {
-        _cleanup_(follower_list_done) FollowerList l = {};
+int follow_update_all(const FollowHost *h, FollowerList *l) {
         _cleanup_free_ Follower **fs = NULL;
         _cleanup_free_ int *results = NULL;
         int r, n_failed = 0;
 
-        r = follower_list_load(h->journal_fd, &l);
-        if (r < 0 || l.n == 0)
-                return r;
-        fs = calloc(l.n, sizeof(Follower *));
-        results = calloc(l.n, sizeof(int));
+        if (l->n == 0)
+                return 0;
+        fs = calloc(l->n, sizeof(Follower *));
+        results = calloc(l->n, sizeof(int));
         if (!fs || !results)
                 return -ENOMEM;
-        for (size_t i = 0; i < l.n; i++)
-                fs[i] = &l.followers[i];
-        r = follow_many(h, fs, l.n, false, results);
+        for (size_t i = 0; i < l->n; i++)
+                fs[i] = &l->followers[i];
+        r = follow_many(h, fs, l->n, false, results);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < l.n; i++) {
-                Follower *f = &l.followers[i];
+        for (size_t i = 0; i < l->n; i++) {
+                Follower *f = &l->followers[i];
 
                 if (results[i] == -ESRCH) {
                         log_debug("Mount namespace %" PRIu64 " has gone; it is no longer followed.", f->ns);

@@ -133,7 +133,7 @@ int follow_forget_machine(const FollowHost *h, const char *machine);
  * host's tree on top.  Returns 0, or < 0 with *ret_message. */
 int follow_once(const FollowHost *h, pid_t pid, TreeList *olds, char **ret_message);
 
-/* After every transition: each followed namespace gets the host's trees.  A namespace that has
- * gone is dropped without a word; one that fails is recorded with its error and does not stop
- * the others.  Returns how many failed. */
-int follow_update_all(const FollowHost *h);
+/* After every transition: each followed namespace of l (follower_list_load()) gets the host's
+ * trees.  A namespace that has gone is dropped without a word; one that fails is recorded with
+ * its error and does not stop the others.  Returns how many failed. */
+int follow_update_all(const FollowHost *h, FollowerList *l);

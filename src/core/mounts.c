@@ -17,6 +17,7 @@
  */
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,12 +161,26 @@ int mount_table_parse(char *text, MountTable *ret) {
         return 0;
 }
 
-/* The mount table of process pid's namespace (0: ours). */
-static int table_read_of(pid_t pid, MountTable *ret) {
+static int table_read_fd(int fd, MountTable *ret, size_t *ret_size) {
         _cleanup_free_ char *buf = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        char path[64];
+        size_t size = 0;
         int r;
+
+        r = read_fd_full(fd, MOUNTINFO_MAX, &buf, &size);
+        if (r < 0)
+                return r;
+        r = mount_table_parse(buf, ret);
+        if (r < 0)
+                return r;
+        buf = NULL; /* the table's now */
+        if (ret_size)
+                *ret_size = size;
+        return 0;
+}
+
+static int mountinfo_open(pid_t pid) {
+        char path[64];
+        int fd;
 
         /* A path of our own: in a process that entered another namespace, proc_prefix() says
          * where the host's /proc is. */
@@ -174,19 +189,135 @@ static int table_read_of(pid_t pid, MountTable *ret) {
         else
                 snprintf(path, sizeof(path), "%sself/mountinfo", proc_prefix());
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return negative_errno();
-        r = read_fd_full(fd, MOUNTINFO_MAX, &buf, NULL);
-        if (r < 0)
-                return r;
-        r = mount_table_parse(buf, ret);
-        if (r >= 0)
-                buf = NULL; /* the table's now */
-        return r;
+        return fd < 0 ? negative_errno() : fd;
 }
 
+/* The mount table of process pid's namespace (pid > 0; ours is table_read()). */
+static int table_read_of(pid_t pid, MountTable *ret) {
+        _cleanup_close_ int fd = mountinfo_open(pid);
+
+        if (fd < 0)
+                return fd;
+        return table_read_fd(fd, ret, NULL);
+}
+
+/* Within one operation (mount_table_cache_begin()), our namespace's table is read once and
+ * read again only when the kernel says it changed: the open mountinfo file is pollable, and
+ * POLLPRI says a mount was added, removed, moved or remounted in the namespace since the last
+ * look (proc_pid_mountinfo(5)).  A change of propagation (shared, slave, private) raises no
+ * event, so the table is kept for one operation only, and what changes propagation in this
+ * process calls mount_table_cache_invalidate().  A forked child (another pid) never uses its
+ * parent's cache or its open file (polling the shared file would take the parent's events),
+ * and a process in another namespace (/proc/self/ns/mnt) reads its own. */
+static struct {
+        unsigned depth;
+        int fd;
+        pid_t pid;
+        ino_t ns;
+        MountTable table;
+        size_t size;
+} cache = { .fd = -EBADF };
+
+static void cache_drop(void) {
+        if (cache.pid == getpid())
+                cache.fd = safe_close(cache.fd);
+        else
+                cache.fd = -EBADF; /* the parent's: closed by _exit() or exec with the rest */
+        mount_table_done(&cache.table);
+        cache.size = 0;
+        cache.pid = 0;
+}
+
+void mount_table_cache_begin(void) {
+        if (cache.pid != 0 && cache.pid != getpid())
+                cache_drop();
+        cache.depth++;
+}
+
+void mount_table_cache_end(void) {
+        if (cache.depth > 0 && --cache.depth == 0)
+                cache_drop();
+}
+
+void mount_table_cache_invalidate(void) {
+        cache_drop();
+}
+
+static void *memdup(const void *p, size_t n) {
+        void *q = malloc(n);
+
+        return q ? memcpy(q, p, n) : NULL;
+}
+
+static int table_copy(const MountTable *from, size_t size, MountTable *ret) {
+        _cleanup_(mount_table_done) MountTable t = {};
+
+        t.text = memdup(from->text, size + 1);
+        t.rows = from->n > 0 ? memdup(from->rows, from->n * sizeof(MountRow)) : NULL;
+        if (!t.text || (from->n > 0 && !t.rows))
+                return -ENOMEM;
+        t.n = from->n;
+        for (size_t i = 0; i < t.n; i++) {
+                MountRow *w = &t.rows[i];
+                const char **f[] = { &w->root, &w->target, &w->optional, &w->fstype, &w->source, &w->super_options };
+
+                for (size_t k = 0; k < ELEMENTSOF(f); k++)
+                        *f[k] = t.text + (*f[k] - from->text);
+        }
+        *ret = t;
+        t = (MountTable) {};
+        return 0;
+}
+
+static ino_t our_namespace(void) {
+        char path[64];
+        struct stat st;
+
+        snprintf(path, sizeof(path), "%sself/ns/mnt", proc_prefix());
+        return stat(path, &st) < 0 ? 0 : st.st_ino;
+}
+
+/* Our namespace's table. */
 static int table_read(MountTable *ret) {
-        return table_read_of(0, ret);
+        struct pollfd p;
+        ino_t ns;
+        int r;
+
+        if (cache.depth == 0) {
+                _cleanup_close_ int fd = mountinfo_open(0);
+
+                if (fd < 0)
+                        return fd;
+                return table_read_fd(fd, ret, NULL);
+        }
+        if (cache.pid != 0 && cache.pid != getpid())
+                cache_drop();
+        ns = our_namespace();
+        if (cache.fd >= 0 && (ns == 0 || ns != cache.ns))
+                cache_drop();
+        if (cache.fd >= 0) {
+                p = (struct pollfd) { .fd = cache.fd, .events = POLLPRI };
+                r = poll(&p, 1, 0);
+                if (r == 0)
+                        return table_copy(&cache.table, cache.size, ret);
+                cache_drop();
+        }
+        /* Opened first, read after: a change in between shows at the next poll, and the table
+         * is read again then. */
+        cache.fd = mountinfo_open(0);
+        if (cache.fd < 0) {
+                r = cache.fd;
+                cache.fd = -EBADF;
+                return r;
+        }
+        cache.pid = getpid();
+        cache.ns = ns;
+        r = table_read_fd(cache.fd, &cache.table, &cache.size);
+        if (r < 0) {
+                cache_drop();
+                return r;
+        }
+        return table_copy(&cache.table, cache.size, ret);
 }
 
 int mount_identity_of_fd(int fd, MountIdentity *ret) {

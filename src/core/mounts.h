@@ -29,6 +29,13 @@ typedef struct MountTable {
 } MountTable;
 
 void mount_table_done(MountTable *t);
+
+/* One operation (a status, a transition): within it, our namespace's table is read again only
+ * after the kernel reports a mount change (mounts.c); calls nest.  What changes the propagation
+ * of a mount in this process calls mount_table_cache_invalidate() (no event reports that). */
+void mount_table_cache_begin(void);
+void mount_table_cache_end(void);
+void mount_table_cache_invalidate(void);
 /* Parses mountinfo text, which the table takes (and frees) on success; a line that is not
  * one of mountinfo: -EBADMSG. */
 int mount_table_parse(char *text, MountTable *ret);

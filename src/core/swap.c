@@ -761,6 +761,7 @@ static int take_back(SwapTarget *t, bool parent_propagates) {
         }
         if (mount_setattr(t->tree_fd, "", AT_EMPTY_PATH, &private, sizeof(private)) < 0)
                 return negative_errno();
+        mount_table_cache_invalidate(); /* no event reports a change of propagation */
 
         pid = fork();
         if (pid < 0)

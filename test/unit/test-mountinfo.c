@@ -1,13 +1,20 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The mountinfo parser (mounts.c): every field of proc_pid_mountinfo(5) as the kernel writes
  * it, optional fields or none, the kernel's octal escapes, a deleted mount point, an empty
- * source, a last line without a newline; lines that are not mountinfo refused as a whole; and
- * this process's own table, where "/" is the mount statx() says it is. */
+ * source, a last line without a newline; lines that are not mountinfo refused as a whole;
+ * this process's own table, where "/" is the mount statx() says it is; and the table kept
+ * within one operation (mount_table_cache_begin()), which must show every mount and unmount
+ * made since, by this process, by a forked child in the same namespace, or after this process
+ * entered another namespace. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mounts.h"
@@ -115,9 +122,95 @@ static void test_own_table(void) {
         CHECK(mountinfo_find(0, &e) == -ENOENT);
 }
 
+static int count_ours(const char *dir) {
+        _cleanup_strv_free_ char **l = NULL;
+
+        if (mount_targets_of("tmpfs", "sysextd-cache-test", dir, &l) < 0)
+                return -1;
+        return (int) strv_length(l);
+}
+
+static int mount_ours(const char *dir, const char *sub) {
+        _cleanup_free_ char *p = path_join(dir, sub);
+
+        if (!p || (mkdir(p, 0755) < 0 && errno != EEXIST))
+                return -1;
+        return mount("sysextd-cache-test", p, "tmpfs", 0, NULL);
+}
+
+/* Run in a child with a private namespace of its own; returns a bit per step that failed. */
+static int cache_steps(const char *dir) {
+        int failed = 0, status = 0;
+        pid_t pid;
+
+        mount_table_cache_begin();
+        if (count_ours(dir) != 0) /* read, and kept */
+                failed |= 1 << 0;
+        if (mount_ours(dir, "a") < 0 || count_ours(dir) != 1) /* a mount since */
+                failed |= 1 << 1;
+        if (count_ours(dir) != 1) /* none since */
+                failed |= 1 << 2;
+        if (mount_ours(dir, "b") < 0 || count_ours(dir) != 2)
+                failed |= 1 << 3;
+        {
+                _cleanup_free_ char *b = path_join(dir, "b");
+                if (!b || umount2(b, 0) < 0 || count_ours(dir) != 1) /* an unmount since */
+                        failed |= 1 << 4;
+        }
+        /* A child in this namespace mounts, then reads: it must not take this process's event. */
+        pid = fork();
+        if (pid == 0)
+                _exit(mount_ours(dir, "c") < 0 || count_ours(dir) != 2);
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+            count_ours(dir) != 2)
+                failed |= 1 << 5;
+        /* Another namespace (a copy): its table, not the one kept. */
+        if (unshare(CLONE_NEWNS) < 0 || mount_ours(dir, "d") < 0 || count_ours(dir) != 3)
+                failed |= 1 << 6;
+        mount_table_cache_end();
+        if (count_ours(dir) != 3)
+                failed |= 1 << 7;
+        return failed;
+}
+
+static void test_cache(void) {
+        char tmpl[] = "/tmp/test-mountinfo-XXXXXX";
+        char *dir = mkdtemp(tmpl);
+        int status = 0;
+        pid_t pid;
+
+        CHECK(dir);
+        if (!dir)
+                return;
+        pid = fork();
+        if (pid == 0) {
+                if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                        _exit(255); /* no namespace of our own: not root */
+                _exit(cache_steps(dir));
+        }
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+        if (WEXITSTATUS(status) == 255)
+                printf("# skipped: no mount namespace of our own (not root?)\n");
+        else
+                for (int k = 0; k < 8; k++) {
+                        printf("# step %d\n", k);
+                        CHECK(!(WEXITSTATUS(status) & (1 << k)));
+                }
+        /* The mounts were in the child's namespace only: what is left are directories. */
+        for (const char *c = "abcd"; *c; c++) {
+                char sub[2] = { *c, 0 };
+                _cleanup_free_ char *p = path_join(dir, sub);
+
+                if (p)
+                        (void) rmdir(p);
+        }
+        CHECK(rmdir(dir) == 0);
+}
+
 int main(void) {
         test_fields();
         test_refused();
         test_own_table();
+        test_cache();
         return tap_finish();
 }
