@@ -136,6 +136,7 @@ Engine *engine_free(Engine *e) {
         image_list_free(&e->probed);
         unit_actions_done(&e->units);
         free(e->recovery_waits);
+        journal_cache_done(&e->journal_cache);
         engine_config_done(&e->config);
         strv_free(e->hierarchies);
         engine_result_done(&e->result);
@@ -176,7 +177,7 @@ static int stop_if_requested(Engine *e) {
 
 static int load_journal(Engine *e, int dir_fd, Journal *ret) {
         unsigned n_corrupt = 0;
-        int r = journal_load(dir_fd, ret, &n_corrupt);
+        int r = journal_load_cached(dir_fd, &e->journal_cache, ret, &n_corrupt);
 
         if (r > 0)
                 log_warning("%s/%s/%s could not be read; it was moved to %s.corrupt and a new one is started.", e->root,

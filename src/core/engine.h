@@ -77,6 +77,11 @@ typedef struct Engine {
         /* The root below sysextd's trees (base.h), where host facts are read (os-release,
          * trusted certificates), opened on first use in a call and closed at its end. */
         int facts_fd;
+
+        /* The last state.json read, kept while its file is the same (journal_load_cached()):
+         * the daemon's statuses read it once per transition, and its workers, forked from it,
+         * start with it. */
+        JournalCache journal_cache;
 } Engine;
 
 int engine_new(const char *root, EngineConfig *config, Engine **ret); /* takes *config */

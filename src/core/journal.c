@@ -564,18 +564,94 @@ int journal_dir_open(int root_fd, bool create, int *ret_fd) {
         return 0;
 }
 
-int journal_load(int dir_fd, Journal *ret, unsigned *ret_n_corrupt_trees) {
-        _cleanup_journal_ Journal j = {};
-        _cleanup_free_ char *text = NULL;
-        mode_t mode = 0;
-        int r, moved = 0;
+int journal_copy(const Journal *from, Journal *ret) {
+        _cleanup_journal_ Journal j = {
+                .generation = from->generation,
+                .config_stamp = from->config_stamp,
+                .mount_ns = from->mount_ns,
+                .incomplete = from->incomplete,
+                .forced = from->forced,
+                .when = from->when,
+                .pending = from->pending,
+                .pending_generation = from->pending_generation,
+                .delayed_since = from->delayed_since,
+                .delay_deadline = from->delay_deadline,
+                .confirm_generation = from->confirm_generation,
+                .confirm_since = from->confirm_since,
+                .confirm_deadline = from->confirm_deadline,
+                .confirm_target = from->confirm_target,
+                .rollback_when = from->rollback_when,
+                .rollback_from = from->rollback_from,
+                .rollback_to = from->rollback_to,
+        };
+        int r;
 
-        r = read_file_at(dir_fd, JOURNAL_STATE, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, JOURNAL_FILE_MAX, &text, NULL, &mode);
-        if (r >= 0) {
-                r = journal_from_json(text, &j);
-                if (r == -ENOMEM)
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                j.mutable[k] = from->mutable[k];
+        for (size_t i = 0; i < from->n_hierarchies; i++) {
+                r = journal_set_tree(&j, from->hierarchies[i].hierarchy, from->hierarchies[i].tree);
+                if (r < 0)
                         return r;
         }
+        if (from->images.n > 0) {
+                j.images.images = calloc(from->images.n, sizeof(Image));
+                if (!j.images.images)
+                        return -ENOMEM;
+                for (size_t i = 0; i < from->images.n; i++) {
+                        r = image_copy(&from->images.images[i], &j.images.images[i]);
+                        if (r < 0)
+                                return r;
+                        j.images.n++;
+                }
+        }
+        for (size_t i = 0; i < from->n_transitions; i++) {
+                r = journal_add_transition(&j, from->transitions[i].hierarchy, from->transitions[i].old_tree,
+                                           from->transitions[i].new_tree);
+                if (r < 0)
+                        return r;
+        }
+        r = pin_list_copy(&from->pins, &j.pins);
+        if (r < 0)
+                return r;
+        if (from->rollback_reason) {
+                r = journal_set_rollback(&j, from->rollback_when, from->rollback_from, from->rollback_to, from->rollback_reason,
+                                         from->rollback_error);
+                if (r < 0)
+                        return r;
+        }
+        *ret = j;
+        j = (Journal) {};
+        return 0;
+}
+
+void journal_cache_done(JournalCache *c) {
+        journal_done(&c->journal);
+        *c = (JournalCache) {};
+}
+
+int journal_load_cached(int dir_fd, JournalCache *cache, Journal *ret, unsigned *ret_n_corrupt_trees) {
+        _cleanup_journal_ Journal j = {};
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0;
+        uint64_t stamp = 0;
+        bool parsed = false;
+        int r, moved = 0;
+
+        r = read_file_at(dir_fd, JOURNAL_STATE, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, JOURNAL_FILE_MAX, &text, &size, NULL);
+        if (r >= 0 && cache) {
+                /* The bytes decide, not the file's times: a change in place within the
+                 * clock's tick would keep those. */
+                stamp = UINT64_C(0xcbf29ce484222325);
+                stamp_add_string(&stamp, text);
+        }
+        if (r >= 0 && cache && cache->valid && cache->size == size && cache->stamp == stamp)
+                r = journal_copy(&cache->journal, &j);
+        else if (r >= 0) {
+                r = journal_from_json(text, &j);
+                parsed = r >= 0;
+        }
+        if (r == -ENOMEM)
+                return r;
         if (r < 0 && r != -ENOENT) {
                 /* A journal that cannot be used must not lock everyone out: keep it for
                  * inspection and start afresh.  The tree records still prove what is ours. */
@@ -584,12 +660,26 @@ int journal_load(int dir_fd, Journal *ret, unsigned *ret_n_corrupt_trees) {
                 journal_done(&j);
                 moved = 1;
         }
+        /* Kept for the next load, unless it carries an earlier version's history (the next
+         * save moves that). */
+        if (cache && parsed) {
+                Journal copy = {};
+
+                journal_cache_done(cache);
+                if (!j.generations_dirty && journal_copy(&j, &copy) >= 0)
+                        *cache = (JournalCache) { .valid = true, .size = size, .stamp = stamp, .journal = copy };
+        } else if (cache && r < 0)
+                journal_cache_done(cache);
         r = tree_list_load(dir_fd, &j.trees, ret_n_corrupt_trees);
         if (r < 0)
                 return r;
         *ret = j;
         j = (Journal) {};
         return moved;
+}
+
+int journal_load(int dir_fd, Journal *ret, unsigned *ret_n_corrupt_trees) {
+        return journal_load_cached(dir_fd, NULL, ret, ret_n_corrupt_trees);
 }
 
 /* generations/: N.json for generation N (canonical digits, no leading zero). */

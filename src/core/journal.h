@@ -121,10 +121,27 @@ int journal_generations_to_json(const Journal *j, char **ret);
 /* Opens (creating it if asked) run/sysextd below the root, resolved inside the root. */
 int journal_dir_open(int root_fd, bool create, int *ret_fd);
 
+/* A copy of what state.json holds of from: not the tree records, not the history. */
+int journal_copy(const Journal *from, Journal *ret);
+
+/* The last state.json parsed, known by its size and a 64-bit FNV-1a hash of its bytes: a
+ * load reads the file (microseconds) and parses it (a millisecond with 50 images) only when
+ * those differ. */
+typedef struct JournalCache {
+        bool valid;
+        size_t size;
+        uint64_t stamp;
+        Journal journal;
+} JournalCache;
+void journal_cache_done(JournalCache *c);
+
 /* Loads state.json and the tree records from the journal directory fd (missing: empty).
  * Returns 1 when state.json failed validation and was moved aside, 0 otherwise;
  * *ret_n_corrupt_trees counts tree records that were moved aside. */
 int journal_load(int dir_fd, Journal *ret, unsigned *ret_n_corrupt_trees);
+/* The same, parsing state.json only when its bytes are not the ones cache holds (then cache
+ * holds it after).  The tree records are always read. */
+int journal_load_cached(int dir_fd, JournalCache *cache, Journal *ret, unsigned *ret_n_corrupt_trees);
 /* Loads the history (generations/) into j (loaded by journal_load()) unless it is there
  * already, moving an earlier version's history there first.  Returns how many files failed
  * validation and were moved aside (that part of the history is gone), or a negative errno. */

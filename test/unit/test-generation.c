@@ -341,6 +341,38 @@ static void test_journal(void) {
         j.confirm_target = 6;
         CHECK(journal_set_rollback(&j, 900, 5, 4, "deadline", "Cannot roll back to generation 4: ...") == 0);
         CHECK(journal_to_json(&j, &text) == 0);
+        /* A copy (what a cached state.json gives every load) writes the same file; with a
+         * transition pending and delayed too. */
+        {
+                _cleanup_journal_ Journal cp = {}, cp2 = {};
+                _cleanup_free_ char *again = NULL, *pend = NULL, *pend2 = NULL;
+
+                j.when = 4242;
+                j.mutable[IMAGE_CLASS_CONFEXT] = MUTABLE_IMPORT;
+                CHECK(journal_to_json(&j, &again) == 0);
+                CHECK(journal_copy(&j, &cp) == 0);
+                free(again);
+                again = NULL;
+                CHECK(journal_to_json(&cp, &again) == 0);
+                free(text);
+                text = NULL;
+                CHECK(journal_to_json(&j, &text) == 0);
+                CHECK(again && text && streq(again, text));
+                CHECK(cp.n_generations == 0 && cp.trees.n == 0 && cp.images.n == j.images.n);
+                CHECK(journal_add_transition(&cp, "usr", NULL, "0123456789abcdef0123456789abcdef") == 0);
+                cp.pending = true;
+                cp.pending_generation = 8;
+                cp.delayed_since = 10;
+                cp.delay_deadline = 20;
+                CHECK(journal_set_tree(&cp, "opt", "0123456789abcdef0123456789abcdef") == 0);
+                CHECK(journal_to_json(&cp, &pend) == 0 && journal_copy(&cp, &cp2) == 0 && journal_to_json(&cp2, &pend2) == 0);
+                CHECK(pend && pend2 && streq(pend, pend2) && strstr(pend2, "\"delay_deadline\""));
+                j.when = 0;
+                j.mutable[IMAGE_CLASS_CONFEXT] = MUTABLE_NO;
+                free(text);
+                text = NULL;
+                CHECK(journal_to_json(&j, &text) == 0);
+        }
         /* The history has a file of its own: state.json, read by every status, does not carry it. */
         CHECK(!strstr(text, "\"generations\""));
         CHECK(journal_generations_to_json(&j, &gtext) == 0);
@@ -430,6 +462,40 @@ static void test_journal(void) {
                 CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/6.json", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
                 CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/7.json", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
                 CHECK(journal_load_generations(dfd, &a) == 0 && a.n_generations == 2);
+
+                /* The cache: the same file gives the same journal; a new file (rename) or one
+                 * changed in place is read again. */
+                {
+                        _cleanup_(journal_cache_done) JournalCache cache = {};
+                        _cleanup_journal_ Journal x = {}, y = {}, z = {};
+                        _cleanup_close_ int wfd = -EBADF;
+
+                        CHECK(journal_load_cached(dfd, &cache, &x, NULL) == 0 && cache.valid && x.generation == 7);
+                        CHECK(journal_load_cached(dfd, &cache, &y, NULL) == 0 && y.generation == 7 &&
+                              y.images.n == x.images.n && y.pins.n == x.pins.n);
+                        x.generation = 77;
+                        CHECK(journal_save(dfd, &x) == 0);
+                        journal_done(&y);
+                        CHECK(journal_load_cached(dfd, &cache, &y, NULL) == 0 && y.generation == 77);
+                        /* In place, same size: "77" -> "78". */
+                        free(onfile);
+                        onfile = NULL;
+                        CHECK(read_file_at(dfd, JOURNAL_STATE, 0, 1 << 20, &onfile, NULL, NULL) >= 0);
+                        {
+                                char *g = onfile ? strstr(onfile, "\"generation\":77") : NULL;
+                                CHECK(g);
+                                if (g) {
+                                        g[strlen("\"generation\":77") - 1] = '8';
+                                        wfd = openat(dfd, JOURNAL_STATE, O_WRONLY | O_CLOEXEC);
+                                        CHECK(wfd >= 0 && pwrite(wfd, onfile, strlen(onfile), 0) == (ssize_t) strlen(onfile));
+                                }
+                        }
+                        CHECK(journal_load_cached(dfd, &cache, &z, NULL) == 0 && z.generation == 78);
+                        x.generation = 7;
+                        CHECK(journal_save(dfd, &x) == 0);
+                        free(onfile);
+                        onfile = NULL;
+                }
 
                 /* A record: state.json as saved becomes 8.json (the same inode), with its "when"
                  * and modes, its compatible images only; the oldest beyond keep go. */
