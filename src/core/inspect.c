@@ -51,7 +51,7 @@ int mount_namespace_id(uint64_t *ret) {
         return 0;
 }
 
-int hierarchy_inspect(int root_fd, const char *root_path, const char *name, Journal *j, HierarchyState *ret) {
+static int inspect_once(int root_fd, const char *root_path, const char *name, Journal *j, HierarchyState *ret) {
         _cleanup_(hierarchy_state_done) HierarchyState h = {};
         _cleanup_close_ int fd = -EBADF;
         int r;
@@ -119,4 +119,15 @@ done:
         *ret = h;
         h = (HierarchyState) {};
         return 0;
+}
+
+int hierarchy_inspect(int root_fd, const char *root_path, const char *name, Journal *j, HierarchyState *ret) {
+        int r = -EXDEV;
+
+        /* openat2() with RESOLVE_BENEATH fails with EXDEV when the mount it walked onto is
+         * detached meanwhile (a transition's old top going, KERNEL-NOTES): the hierarchy
+         * changed under the reader, who reads it again. */
+        for (unsigned attempt = 0; attempt < 8 && r == -EXDEV; attempt++)
+                r = inspect_once(root_fd, root_path, name, j, ret);
+        return r;
 }

@@ -486,9 +486,13 @@ int mount_stack_read(int root_fd, const char *rel, const char *path, MountStack 
         for (unsigned attempt = 0; attempt < 8; attempt++) {
                 fd = safe_close(fd);
                 fd = open_live(root_fd, rel);
+                if (fd == -EXDEV)
+                        continue; /* the mount walked onto was detached meanwhile */
                 if (fd < 0)
                         return fd;
                 r = stack_read_once(root_fd, rel, fd, path, ret, &raced);
+                if (r == -EXDEV)
+                        continue; /* the same, at the second look */
                 if (r < 0 || !raced)
                         return r;
         }

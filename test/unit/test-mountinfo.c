@@ -5,18 +5,22 @@
  * this process's own table, where "/" is the mount statx() says it is; and the table kept
  * within one operation (mount_table_cache_begin()), which must show every mount and unmount
  * made since, by this process, by a forked child in the same namespace, or after this process
- * entered another namespace. */
+ * entered another namespace; and a hierarchy inspected while mounts come and go on it, which
+ * openat2(RESOLVE_BENEATH) answers with EXDEV when the mount it walked onto is detached
+ * meanwhile: read again, never an error. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "inspect.h"
 #include "mounts.h"
 #include "tests.h"
 #include "util.h"
@@ -207,10 +211,80 @@ static void test_cache(void) {
         CHECK(rmdir(dir) == 0);
 }
 
+/* In a child with a private namespace: a grandchild mounts a tmpfs on ROOT/usr and detaches it
+ * lazily, again and again, while this process inspects usr; returns how many inspections
+ * failed, and with what (the last error) in *ret_error. */
+static int inspect_race(const char *root, int *ret_error) {
+        _cleanup_free_ char *usr = path_join(root, "usr");
+        _cleanup_close_ int root_fd = -EBADF;
+        int failed = 0;
+        pid_t pid;
+
+        if (!usr || mount("sysextd-race-root", root, "tmpfs", 0, NULL) < 0 || mkdir(usr, 0755) < 0)
+                return -1;
+        root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root_fd < 0)
+                return -1;
+        pid = fork();
+        if (pid == 0)
+                for (;;) {
+                        (void) mount("sysextd-race", usr, "tmpfs", 0, NULL);
+                        (void) umount2(usr, MNT_DETACH);
+                }
+        if (pid < 0)
+                return -1;
+        for (unsigned i = 0; i < 20000; i++) {
+                HierarchyState h = {};
+                int r = hierarchy_inspect(root_fd, root, "usr", NULL, &h);
+
+                if (r < 0 && r != -EAGAIN) { /* EAGAIN: raced eight times in a row, said so */
+                        failed++;
+                        *ret_error = -r;
+                }
+                hierarchy_state_done(&h);
+        }
+        (void) kill(pid, SIGKILL);
+        (void) waitpid(pid, NULL, 0);
+        return failed;
+}
+
+static void test_inspect_race(void) {
+        char tmpl[] = "/tmp/test-mountinfo-XXXXXX";
+        char *dir = mkdtemp(tmpl);
+        int p[2], status = 0, got[2] = { -1, 0 };
+        pid_t pid;
+
+        CHECK(dir && pipe(p) == 0);
+        if (!dir)
+                return;
+        pid = fork();
+        if (pid == 0) {
+                int res[2] = { -1, 0 };
+
+                if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                        _exit(255);
+                res[0] = inspect_race(dir, &res[1]);
+                (void) !write(p[1], res, sizeof(res));
+                _exit(0);
+        }
+        close(p[1]);
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+        if (WEXITSTATUS(status) == 255)
+                printf("# skipped: no mount namespace of our own (not root?)\n");
+        else {
+                CHECK(read(p[0], got, sizeof(got)) == sizeof(got));
+                printf("# %d of 20000 inspections failed (last: %s)\n", got[0], got[1] ? strerror(got[1]) : "none");
+                CHECK(got[0] == 0);
+        }
+        close(p[0]);
+        CHECK(rmdir(dir) == 0);
+}
+
 int main(void) {
         test_fields();
         test_refused();
         test_own_table();
         test_cache();
+        test_inspect_race();
         return tap_finish();
 }
