@@ -126,6 +126,10 @@ int engine_new(const char *root, EngineConfig *config, Engine **ret) {
         return 0;
 }
 
+void engine_drop_caches(Engine *e) {
+        journal_cache_done(&e->journal_cache);
+}
+
 Engine *engine_free(Engine *e) {
         if (!e)
                 return NULL;

@@ -86,6 +86,8 @@ typedef struct Engine {
 
 int engine_new(const char *root, EngineConfig *config, Engine **ret); /* takes *config */
 Engine *engine_free(Engine *e);
+/* Frees what is kept only to be faster next time (the parsed state.json). */
+void engine_drop_caches(Engine *e);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Engine *, engine_free);
 
 typedef struct EngineOptions {

@@ -339,8 +339,12 @@ static bool doc_succeeded(json_object *doc) {
 static int on_trim(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
-        if (!m->queue && !m->listing)
+        if (!m->queue && !m->listing) {
+                /* The parsed state.json kept for the next status and worker goes too: an idle
+                 * daemon keeps no more than it needs to answer (the next status parses it). */
+                engine_drop_caches(m->engine);
                 (void) malloc_trim(0);
+        }
         return 0;
 }
 
