@@ -421,8 +421,75 @@ static void manager_after_recovery(Manager *m, bool complete) {
         (void) manager_queue_transition(m, NULL, ENGINE_REFRESH, &(EngineOptions) ENGINE_OPTIONS_INIT);
 }
 
+static void post_status_free(Manager *m) {
+        if (m->post_status) {
+                engine_status_done(m->post_status);
+                free(m->post_status);
+                m->post_status = NULL;
+        }
+}
+
+static void manager_exit_if_done(Manager *m);
+
+/* See Manager.post_job: step 1 reads the status and emits the signals, step 2 rebuilds the
+ * layer watch, each in a dispatch of its own. */
+static int on_post_job(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+
+        if (!m->post_status) {
+                EngineStatus *st = calloc(1, sizeof(EngineStatus));
+
+                if (st && engine_status(m->engine, NULL, st) >= 0) {
+                        manager_emit_changes(m, st);
+                        if (m->post_job_rebuild && s && sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) >= 0) {
+                                m->post_status = st;
+                                return 0;
+                        }
+                        if (m->post_job_rebuild)
+                                layer_watch_rebuild(m, st);
+                }
+                if (st) {
+                        engine_status_done(st);
+                        free(st);
+                }
+        } else {
+                layer_watch_rebuild(m, m->post_status);
+                post_status_free(m);
+        }
+        m->post_job_rebuild = false;
+        m->post_job_pending = false;
+        (void) manager_start_next(m);
+        /* The worker's report and the journal were parsed into many small objects, all freed
+         * now: the heap they took goes back to the kernel once the daemon waits. */
+        if (!m->queue)
+                manager_trim_later(m);
+        manager_update_idle(m);
+        manager_exit_if_done(m);
+        return 0;
+}
+
+static void manager_post_job(Manager *m) {
+        int r = 0;
+
+        if (!m->post_job) {
+                r = sd_event_add_defer(m->event, &m->post_job, on_post_job, m);
+                if (r >= 0)
+                        (void) sd_event_source_set_priority(m->post_job, SD_EVENT_PRIORITY_IDLE);
+        }
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->post_job, SD_EVENT_ONESHOT);
+        post_status_free(m); /* a step 2 still to come is replaced by this job's step 1 */
+        m->post_job_pending = r >= 0;
+        if (r < 0) {
+                /* Without the defer source: all of it now. */
+                log_warning_errno(r, "Failed to defer the work after a job, doing it now: %m");
+                m->post_job_pending = true;
+                (void) on_post_job(NULL, m);
+        }
+}
+
 static void manager_exit_if_done(Manager *m) {
-        if ((m->exiting || m->releasing == 2) && !m->queue && !m->listing && m->n_authorizing == 0)
+        if ((m->exiting || m->releasing == 2) && !m->queue && !m->listing && m->n_authorizing == 0 && !m->post_job_pending)
                 (void) sd_event_exit(m->event, 0);
 }
 
@@ -505,18 +572,9 @@ static void job_finish(Job *j) {
                 else if (!died && recovery)
                         manager_after_recovery(m, complete);
                 /* One status read for what follows: the signals, the deadlines' timers, the
-                 * live layers watched anew (they may be others now). */
-                _cleanup_(engine_status_done) EngineStatus s = {};
-                if (engine_status(m->engine, NULL, &s) >= 0) {
-                        manager_emit_changes(m, &s);
-                        if (transition || j_type == JOB_COMMIT)
-                                layer_watch_rebuild(m, &s);
-                }
-                (void) manager_start_next(m);
-                /* The worker's report and the journal were parsed into many small objects, all
-                 * freed now: the heap they took goes back to the kernel once the daemon waits. */
-                if (!m->queue)
-                        manager_trim_later(m);
+                 * live layers watched anew (they may be others now); then the next job. */
+                m->post_job_rebuild = m->post_job_rebuild || transition || j_type == JOB_COMMIT;
+                manager_post_job(m);
         } else {
                 if (doc_succeeded(doc) && j->fingerprint != 0) {
                         uint64_t now = 0;
@@ -594,6 +652,9 @@ static int job_start(Job *j) {
 }
 
 static int manager_start_next(Manager *m) {
+        /* After the last job's status and watch (on_post_job(), which calls this again). */
+        if (m->post_job_pending)
+                return 0;
         while (m->queue && m->queue->pid == 0) {
                 Job *j = m->queue;
                 int r = job_start(j);
@@ -881,7 +942,7 @@ static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
 static void manager_update_idle(Manager *m) {
         if (m->dconfig.idle_timeout_usec == 0 || m->releasing)
                 return;
-        if (m->queue || m->listing || m->n_authorizing > 0 || unit_jobs_pending(m) > 0 || m->delay_deadline > 0 ||
+        if (m->queue || m->listing || m->n_authorizing > 0 || m->post_job_pending || unit_jobs_pending(m) > 0 || m->delay_deadline > 0 ||
             m->confirm_deadline > 0 || varlink_server_n_connections(m->varlink) > 0 ||
             layer_watch_keeps_alive(m)) {
                 (void) sd_event_source_set_enabled(m->idle_timer, SD_EVENT_OFF);
@@ -1081,6 +1142,8 @@ finish:
         manager_drop_status_snapshot(&m);
         m.status_snapshot_drop = sd_event_source_disable_unref(m.status_snapshot_drop);
         m.trim_timer = sd_event_source_disable_unref(m.trim_timer);
+        m.post_job = sd_event_source_disable_unref(m.post_job);
+        post_status_free(&m);
         varlink_service_stop(&m);
         unit_jobs_done(&m);
         machines_done(&m);

@@ -189,6 +189,15 @@ struct Manager {
 
         sd_event_source *trim_timer; /* malloc_trim() once no job came for TRIM_DELAY_USEC */
 
+        /* What follows a job, after its callers were answered: a status read for the signals,
+         * then the live layers watched anew, each a dispatch of its own at idle priority, so
+         * that bus calls waiting meanwhile are answered between them; the next job starts
+         * after both (manager_start_next() waits while post_job_pending). */
+        sd_event_source *post_job;
+        bool post_job_pending;
+        bool post_job_rebuild;
+        EngineStatus *post_status; /* between the two steps */
+
         bool exiting;   /* SIGTERM: the running transition finishes and is answered, then exit */
         int releasing;  /* idle: 1 while the bus name is being given back, 2 once it is */
         unsigned n_authorizing; /* polkit queries in flight */

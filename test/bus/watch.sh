@@ -34,13 +34,10 @@ $(losetup -a)"
 	echo "$d"
 }
 
-# watches — "INSTANCES WATCHES": the daemon's inotify instances and the watches they hold
+# watches_now — "INSTANCES WATCHES": the daemon's inotify instances and the watches they hold
 # (one per live image file, one per directory holding them).
-watches() {
+watches_now() {
 	local p fd n=0 w=0
-	# A call the daemon answers after the rebuild that follows a job (the job's reply is
-	# flushed before it).
-	generation >/dev/null
 	p=$(daemon_pid)
 	[[ -n "$p" ]] || fail "no daemon"
 	for fd in /proc/"$p"/fd/*; do
@@ -49,6 +46,15 @@ watches() {
 		w=$((w + $(grep -c '^inotify wd:' "/proc/$p/fdinfo/${fd##*/}")))
 	done
 	echo "$n $w"
+}
+# watches — watches_now once the watch is rebuilt after the last job: the daemon rebuilds it
+# after it answered the job, when no bus call waits, and starts the next job only after that;
+# so once a refresh that changes nothing is answered, the rebuild before it is done (its own
+# rebuild watches the same files again: the count holds).
+watches() {
+	run_cli refresh
+	assert_ok "a refresh that changes nothing"
+	watches_now
 }
 
 # change_fd DEVICE NEWFILE — LOOP_CHANGE_FD (0x4C06). The kernel allows it only on a read-only
