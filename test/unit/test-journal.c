@@ -280,6 +280,46 @@ int main(void) {
                 o = image_to_json(&img, IMAGE_JSON_PUBLIC);
                 CHECK(o && !json_object_object_get_ex(o, "wanted_units", NULL));
                 json_object_put(o);
+
+                /* Optional fields at their default are left out of the journal's and the
+                 * worker's form (their absence reads as the default), never out of the public
+                 * one; class always stays; set, they are written and read back. */
+                img.wanted_units = NULL;
+                img.roothash = NULL;
+                for (int s = 0; s < 2; s++) {
+                        ImageJsonSet set = s == 0 ? IMAGE_JSON_JOURNAL : IMAGE_JSON_WORKER;
+                        static const char *const omitted[] = { "roothash", "version", "backing", "loop_devnum", "loop_diskseq",
+                                                               "reload_manager", "restart_units", "reload_or_restart_units",
+                                                               "shipped_units", "wanted_units" };
+
+                        o = image_to_json(&img, set);
+                        for (size_t f = 0; f < ELEMENTSOF(omitted); f++)
+                                CHECK(o && !json_object_object_get_ex(o, omitted[f], NULL));
+                        CHECK(o && json_object_object_get_ex(o, "class", NULL) && json_object_object_get_ex(o, "stamp", NULL));
+                        CHECK(o && image_from_json(o, set, &back) == 0 && !back.version && back.backing == IMAGE_BACKING_NONE &&
+                              back.loop_devnum == 0 && !back.reload_manager && !back.restart_units);
+                        image_done(&back);
+                        json_object_put(o);
+                }
+                o = image_to_json(&img, IMAGE_JSON_PUBLIC);
+                CHECK(o && json_object_object_get_ex(o, "version", NULL));
+                json_object_put(o);
+                {
+                        char *units[] = { (char *) "a.service", NULL };
+
+                        img.version = (char *) "2";
+                        img.backing = IMAGE_BACKING_LOOP;
+                        img.loop_devnum = 7;
+                        img.loop_diskseq = 9;
+                        img.reload_manager = true;
+                        img.restart_units = units;
+                        o = image_to_json(&img, IMAGE_JSON_JOURNAL);
+                        CHECK(o && image_from_json(o, IMAGE_JSON_JOURNAL, &back) == 0 && streq_ptr(back.version, "2") &&
+                              back.backing == IMAGE_BACKING_LOOP && back.loop_devnum == 7 && back.loop_diskseq == 9 &&
+                              back.reload_manager && strv_length(back.restart_units) == 1);
+                        image_done(&back);
+                        json_object_put(o);
+                }
         }
         return tap_finish();
 }
