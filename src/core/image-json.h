@@ -4,6 +4,7 @@
 #include <json-c/json.h>
 
 #include "image.h"
+#include "json-util.h"
 
 /* The one JSON form of an image.  Every field is one line of the table in image-json.c,
  * marked with the documents it belongs to:
@@ -19,6 +20,9 @@ typedef enum ImageJsonSet {
 } ImageJsonSet;
 
 json_object *image_to_json(const Image *img, ImageJsonSet set);
+/* The same document as text, through a JsonWriter (for what is written on every transition). */
+void image_write_json(JsonWriter *w, const Image *img, ImageJsonSet set);
+void image_list_write_json(JsonWriter *w, const ImageList *l, ImageJsonSet set);
 
 /* Fills *ret (fds -EBADF, nothing else open) from a document of that set; every field of the
  * set must be there with its type and range (-EBADMSG otherwise). */

@@ -333,40 +333,54 @@ static int history_from_json(json_object *root, Journal *j) {
         return 0;
 }
 
-static void history_to_json(const Journal *j, json_object *root) {
-        json_object *a = json_object_new_array();
-
+static void history_write(JsonWriter *w, const Journal *j) {
+        json_writer_key(w, "pins");
+        json_writer_begin_array(w);
         for (size_t i = 0; i < j->pins.n; i++) {
                 const Pin *p = &j->pins.pins[i];
-                json_object *e = json_object_new_object();
 
-                json_object_object_add(e, "class", json_object_new_string(image_class_to_string(p->klass)));
-                json_object_object_add(e, "name", json_object_new_string(p->name));
-                json_object_object_add(e, "version", json_new_string_or_null(p->version));
-                json_object_object_add(e, "from_version", json_new_string_or_null(p->from_version));
-                json_object_object_add(e, "generation", json_object_new_uint64(p->generation));
-                json_object_array_add(a, e);
+                json_writer_begin_object(w);
+                json_writer_key(w, "class");
+                json_writer_string(w, image_class_to_string(p->klass));
+                json_writer_key(w, "name");
+                json_writer_string(w, p->name);
+                json_writer_key(w, "version");
+                json_writer_string(w, p->version);
+                json_writer_key(w, "from_version");
+                json_writer_string(w, p->from_version);
+                json_writer_key(w, "generation");
+                json_writer_u64(w, p->generation);
+                json_writer_end_object(w);
         }
-        json_object_object_add(root, "pins", a);
+        json_writer_end_array(w);
 
         if (j->confirm_generation > 0) {
-                json_object *o = json_object_new_object();
-
-                json_object_object_add(o, "generation", json_object_new_uint64(j->confirm_generation));
-                json_object_object_add(o, "since", json_object_new_uint64(j->confirm_since));
-                json_object_object_add(o, "deadline", json_object_new_uint64(j->confirm_deadline));
-                json_object_object_add(o, "target", json_object_new_uint64(j->confirm_target));
-                json_object_object_add(root, "confirm", o);
+                json_writer_key(w, "confirm");
+                json_writer_begin_object(w);
+                json_writer_key(w, "generation");
+                json_writer_u64(w, j->confirm_generation);
+                json_writer_key(w, "since");
+                json_writer_u64(w, j->confirm_since);
+                json_writer_key(w, "deadline");
+                json_writer_u64(w, j->confirm_deadline);
+                json_writer_key(w, "target");
+                json_writer_u64(w, j->confirm_target);
+                json_writer_end_object(w);
         }
         if (j->rollback_reason) {
-                json_object *o = json_object_new_object();
-
-                json_object_object_add(o, "when", json_object_new_uint64(j->rollback_when));
-                json_object_object_add(o, "from", json_object_new_uint64(j->rollback_from));
-                json_object_object_add(o, "to", json_object_new_uint64(j->rollback_to));
-                json_object_object_add(o, "reason", json_object_new_string(j->rollback_reason));
-                json_object_object_add(o, "error", json_new_string_or_null(j->rollback_error));
-                json_object_object_add(root, "last_rollback", o);
+                json_writer_key(w, "last_rollback");
+                json_writer_begin_object(w);
+                json_writer_key(w, "when");
+                json_writer_u64(w, j->rollback_when);
+                json_writer_key(w, "from");
+                json_writer_u64(w, j->rollback_from);
+                json_writer_key(w, "to");
+                json_writer_u64(w, j->rollback_to);
+                json_writer_key(w, "reason");
+                json_writer_string(w, j->rollback_reason);
+                json_writer_key(w, "error");
+                json_writer_string(w, j->rollback_error);
+                json_writer_end_object(w);
         }
 }
 
@@ -460,56 +474,76 @@ int journal_from_json(const char *text, Journal *ret) {
         return 0;
 }
 
+/* Written on every transition (three times), so with a JsonWriter: no tree of objects. */
 int journal_to_json(const Journal *j, char **ret) {
-        _cleanup_json_ json_object *root = json_object_new_object();
-        json_object *a;
-        const char *s;
+        JsonWriter w = {};
 
-        if (!root)
-                return -ENOMEM;
-        json_object_object_add(root, "version", json_object_new_uint64(JOURNAL_VERSION));
-        json_object_object_add(root, "generation", json_object_new_uint64(j->generation));
-        json_object_object_add(root, "config_stamp", json_object_new_uint64(j->config_stamp));
-        json_object_object_add(root, "mount_namespace", json_object_new_uint64(j->mount_ns));
-        json_object_object_add(root, "incomplete", json_object_new_boolean(j->incomplete));
-        json_object_object_add(root, "forced", json_object_new_boolean(j->forced));
-        json_object_object_add(root, "when", json_object_new_uint64(j->when));
-        json_object_object_add(root, "mutable", modes_to_json(j->mutable));
-
-        a = json_object_new_array();
-        json_object_object_add(root, "hierarchies", a);
-        for (size_t i = 0; i < j->n_hierarchies; i++) {
-                json_object *e = json_object_new_object();
-                json_object_object_add(e, "hierarchy", json_object_new_string(j->hierarchies[i].hierarchy));
-                json_object_object_add(e, "tree", json_new_string_or_null(j->hierarchies[i].tree));
-                json_object_array_add(a, e);
+        json_writer_begin_object(&w);
+        json_writer_key(&w, "version");
+        json_writer_u64(&w, JOURNAL_VERSION);
+        json_writer_key(&w, "generation");
+        json_writer_u64(&w, j->generation);
+        json_writer_key(&w, "config_stamp");
+        json_writer_u64(&w, j->config_stamp);
+        json_writer_key(&w, "mount_namespace");
+        json_writer_u64(&w, j->mount_ns);
+        json_writer_key(&w, "incomplete");
+        json_writer_bool(&w, j->incomplete);
+        json_writer_key(&w, "forced");
+        json_writer_bool(&w, j->forced);
+        json_writer_key(&w, "when");
+        json_writer_u64(&w, j->when);
+        json_writer_key(&w, "mutable");
+        json_writer_begin_object(&w);
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                json_writer_key(&w, image_class_to_string(k));
+                json_writer_string(&w, mutable_mode_to_string(j->mutable[k]));
         }
-        json_object_object_add(root, "images", image_list_to_json(&j->images, IMAGE_JSON_JOURNAL));
-        history_to_json(j, root);
+        json_writer_end_object(&w);
+
+        json_writer_key(&w, "hierarchies");
+        json_writer_begin_array(&w);
+        for (size_t i = 0; i < j->n_hierarchies; i++) {
+                json_writer_begin_object(&w);
+                json_writer_key(&w, "hierarchy");
+                json_writer_string(&w, j->hierarchies[i].hierarchy);
+                json_writer_key(&w, "tree");
+                json_writer_string(&w, j->hierarchies[i].tree);
+                json_writer_end_object(&w);
+        }
+        json_writer_end_array(&w);
+        json_writer_key(&w, "images");
+        image_list_write_json(&w, &j->images, IMAGE_JSON_JOURNAL);
+        history_write(&w, j);
 
         if (j->pending) {
-                json_object *p = json_object_new_object();
-
-                json_object_object_add(p, "generation", json_object_new_uint64(j->pending_generation));
+                json_writer_key(&w, "pending");
+                json_writer_begin_object(&w);
+                json_writer_key(&w, "generation");
+                json_writer_u64(&w, j->pending_generation);
                 if (j->delay_deadline > 0) {
-                        json_object_object_add(p, "delayed_since", json_object_new_uint64(j->delayed_since));
-                        json_object_object_add(p, "delay_deadline", json_object_new_uint64(j->delay_deadline));
+                        json_writer_key(&w, "delayed_since");
+                        json_writer_u64(&w, j->delayed_since);
+                        json_writer_key(&w, "delay_deadline");
+                        json_writer_u64(&w, j->delay_deadline);
                 }
-                a = json_object_new_array();
+                json_writer_key(&w, "transitions");
+                json_writer_begin_array(&w);
                 for (size_t i = 0; i < j->n_transitions; i++) {
-                        json_object *e = json_object_new_object();
-                        json_object_object_add(e, "hierarchy", json_object_new_string(j->transitions[i].hierarchy));
-                        json_object_object_add(e, "old_tree", json_new_string_or_null(j->transitions[i].old_tree));
-                        json_object_object_add(e, "new_tree", json_new_string_or_null(j->transitions[i].new_tree));
-                        json_object_array_add(a, e);
+                        json_writer_begin_object(&w);
+                        json_writer_key(&w, "hierarchy");
+                        json_writer_string(&w, j->transitions[i].hierarchy);
+                        json_writer_key(&w, "old_tree");
+                        json_writer_string(&w, j->transitions[i].old_tree);
+                        json_writer_key(&w, "new_tree");
+                        json_writer_string(&w, j->transitions[i].new_tree);
+                        json_writer_end_object(&w);
                 }
-                json_object_object_add(p, "transitions", a);
-                json_object_object_add(root, "pending", p);
+                json_writer_end_array(&w);
+                json_writer_end_object(&w);
         }
-
-        s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
-        *ret = s ? strdup(s) : NULL;
-        return *ret ? 0 : -ENOMEM;
+        json_writer_end_object(&w);
+        return json_writer_finish(&w, ret);
 }
 
 int journal_generations_from_json(const char *text, Journal *j) {

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "json-util.h"
@@ -141,4 +145,170 @@ json_object *json_parse_object(const char *text) {
                 return NULL;
         }
         return o;
+}
+
+static void writer_put(JsonWriter *w, const char *s, size_t n) {
+        if (w->failed)
+                return;
+        if (w->len + n + 1 > w->allocated) {
+                size_t a = w->allocated ? w->allocated : 4096;
+                char *b;
+
+                while (a < w->len + n + 1)
+                        a *= 2;
+                b = realloc(w->buf, a);
+                if (!b) {
+                        w->failed = true;
+                        return;
+                }
+                w->buf = b;
+                w->allocated = a;
+        }
+        memcpy(w->buf + w->len, s, n);
+        w->len += n;
+        w->buf[w->len] = 0;
+}
+
+/* Before a value (or a key): the comma that separates it from the one before. */
+static void writer_value(JsonWriter *w) {
+        if (w->after_key)
+                w->after_key = false;
+        else if (!w->first && w->len > 0)
+                writer_put(w, ",", 1);
+        w->first = false;
+}
+
+void json_writer_begin_object(JsonWriter *w) {
+        writer_value(w);
+        writer_put(w, "{", 1);
+        w->first = true;
+}
+
+void json_writer_end_object(JsonWriter *w) {
+        writer_put(w, "}", 1);
+        w->first = false;
+}
+
+void json_writer_begin_array(JsonWriter *w) {
+        writer_value(w);
+        writer_put(w, "[", 1);
+        w->first = true;
+}
+
+void json_writer_end_array(JsonWriter *w) {
+        writer_put(w, "]", 1);
+        w->first = false;
+}
+
+static void writer_escaped(JsonWriter *w, const char *s) {
+        static const char hex[] = "0123456789abcdef";
+        const char *run = s;
+
+        writer_put(w, "\"", 1);
+        for (; *s; s++) {
+                unsigned char c = (unsigned char) *s;
+                char e[6] = { '\\', 0 };
+                size_t n = 2;
+
+                if (c >= 0x20 && c != '"' && c != '\\')
+                        continue;
+                writer_put(w, run, (size_t) (s - run));
+                run = s + 1;
+                switch (c) {
+                case '"':
+                case '\\':
+                        e[1] = (char) c;
+                        break;
+                case '\b':
+                        e[1] = 'b';
+                        break;
+                case '\f':
+                        e[1] = 'f';
+                        break;
+                case '\n':
+                        e[1] = 'n';
+                        break;
+                case '\r':
+                        e[1] = 'r';
+                        break;
+                case '\t':
+                        e[1] = 't';
+                        break;
+                default:
+                        e[1] = 'u';
+                        e[2] = '0';
+                        e[3] = '0';
+                        e[4] = hex[c >> 4];
+                        e[5] = hex[c & 15];
+                        n = 6;
+                        break;
+                }
+                writer_put(w, e, n);
+        }
+        writer_put(w, run, (size_t) (s - run));
+        writer_put(w, "\"", 1);
+}
+
+void json_writer_key(JsonWriter *w, const char *key) {
+        writer_value(w);
+        writer_escaped(w, key);
+        writer_put(w, ":", 1);
+        w->after_key = true;
+}
+
+void json_writer_string(JsonWriter *w, const char *s) {
+        if (!s) {
+                json_writer_null(w);
+                return;
+        }
+        writer_value(w);
+        writer_escaped(w, s);
+}
+
+void json_writer_u64(JsonWriter *w, uint64_t v) {
+        char b[32];
+        int n = snprintf(b, sizeof(b), "%" PRIu64, v);
+
+        writer_value(w);
+        writer_put(w, b, (size_t) n);
+}
+
+void json_writer_i64(JsonWriter *w, int64_t v) {
+        char b[32];
+        int n = snprintf(b, sizeof(b), "%" PRId64, v);
+
+        writer_value(w);
+        writer_put(w, b, (size_t) n);
+}
+
+void json_writer_bool(JsonWriter *w, bool v) {
+        writer_value(w);
+        writer_put(w, v ? "true" : "false", v ? 4 : 5);
+}
+
+void json_writer_null(JsonWriter *w) {
+        writer_value(w);
+        writer_put(w, "null", 4);
+}
+
+void json_writer_strv(JsonWriter *w, char *const *l) {
+        json_writer_begin_array(w);
+        for (; l && *l; l++)
+                json_writer_string(w, *l);
+        json_writer_end_array(w);
+}
+
+int json_writer_finish(JsonWriter *w, char **ret) {
+        if (w->failed || !w->buf) {
+                json_writer_done(w);
+                return -ENOMEM;
+        }
+        *ret = w->buf;
+        *w = (JsonWriter) {};
+        return 0;
+}
+
+void json_writer_done(JsonWriter *w) {
+        free(w->buf);
+        *w = (JsonWriter) {};
 }

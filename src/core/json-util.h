@@ -33,3 +33,31 @@ json_object *json_new_strv(char *const *l);
 
 /* Parses text as a JSON document whose top level is an object; NULL otherwise. */
 json_object *json_parse_object(const char *text);
+
+/* A writer of JSON text, for the documents written on every transition (state.json, the
+ * worker's report): no tree of objects built and freed to print it, as json-c's
+ * json_object_to_json_string() needs.  Strings are escaped as json-c escapes them ('"', '\\',
+ * the control characters), other bytes (UTF-8) are written as they are.  Calls nest; a
+ * failed allocation is remembered and reported by json_writer_finish(). */
+typedef struct JsonWriter {
+        char *buf;
+        size_t len, allocated;
+        bool failed;
+        bool first;     /* nothing written yet in the innermost object or array */
+        bool after_key; /* a key was written: its value comes without a comma */
+} JsonWriter;
+
+void json_writer_begin_object(JsonWriter *w);
+void json_writer_end_object(JsonWriter *w);
+void json_writer_begin_array(JsonWriter *w);
+void json_writer_end_array(JsonWriter *w);
+void json_writer_key(JsonWriter *w, const char *key);
+void json_writer_string(JsonWriter *w, const char *s); /* NULL: null */
+void json_writer_u64(JsonWriter *w, uint64_t v);
+void json_writer_i64(JsonWriter *w, int64_t v);
+void json_writer_bool(JsonWriter *w, bool v);
+void json_writer_null(JsonWriter *w);
+void json_writer_strv(JsonWriter *w, char *const *l); /* NULL: [] */
+/* The text (taken by *ret), or -ENOMEM. */
+int json_writer_finish(JsonWriter *w, char **ret);
+void json_writer_done(JsonWriter *w);

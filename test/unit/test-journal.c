@@ -56,6 +56,77 @@ static int parse_tree_mutated(const char *what, const char *with) {
         return tree_from_json_string(text, &t);
 }
 
+/* The JSON writer: what json-c parses back is what was written, for every string a name or a
+ * path may hold (quotes, backslashes, every control character, UTF-8), numbers at their
+ * limits, nesting, and nothing written (empty object, array, list). */
+static void test_writer(void) {
+        _cleanup_json_ json_object *o = NULL;
+        _cleanup_free_ char *text = NULL;
+        char ctl[33];
+        const char *nasty[] = { "", "plain", "a\"b", "back\\slash", "slash/ok", "caf\xc3\xa9 \xe2\x82\xac", "tab\tnew\nline\r", "\x7f", NULL };
+        char *const list[] = { (char *) "x", (char *) "y\"", NULL };
+        JsonWriter w = {};
+        json_object *v, *a;
+
+        for (int c = 1; c < 32; c++)
+                ctl[c - 1] = (char) c;
+        ctl[31] = 0;
+        json_writer_begin_object(&w);
+        json_writer_key(&w, "ctl");
+        json_writer_string(&w, ctl);
+        json_writer_key(&w, "nasty");
+        json_writer_begin_array(&w);
+        for (size_t i = 0; nasty[i]; i++)
+                json_writer_string(&w, nasty[i]);
+        json_writer_end_array(&w);
+        json_writer_key(&w, "k\"ey");
+        json_writer_null(&w);
+        json_writer_key(&w, "max");
+        json_writer_u64(&w, UINT64_MAX);
+        json_writer_key(&w, "neg");
+        json_writer_i64(&w, INT64_MIN);
+        json_writer_key(&w, "t");
+        json_writer_bool(&w, true);
+        json_writer_key(&w, "nested");
+        json_writer_begin_object(&w);
+        json_writer_key(&w, "empty_object");
+        json_writer_begin_object(&w);
+        json_writer_end_object(&w);
+        json_writer_key(&w, "empty_array");
+        json_writer_begin_array(&w);
+        json_writer_end_array(&w);
+        json_writer_key(&w, "none");
+        json_writer_strv(&w, NULL);
+        json_writer_key(&w, "list");
+        json_writer_strv(&w, list);
+        json_writer_end_object(&w);
+        json_writer_end_object(&w);
+        CHECK(json_writer_finish(&w, &text) == 0 && text);
+        o = text ? json_parse_object(text) : NULL;
+        CHECK(o);
+        if (!o)
+                return;
+        CHECK(json_object_object_get_ex(o, "ctl", &v) && streq(json_object_get_string(v), ctl));
+        CHECK((a = json_get_array(o, "nasty")) && json_object_array_length(a) == 8);
+        for (size_t i = 0; a && nasty[i]; i++)
+                CHECK(streq_ptr(json_object_get_string(json_object_array_get_idx(a, i)), nasty[i]));
+        CHECK(json_object_object_get_ex(o, "k\"ey", &v) && !v);
+        CHECK(json_object_object_get_ex(o, "max", &v) && json_object_get_uint64(v) == UINT64_MAX);
+        CHECK(json_object_object_get_ex(o, "neg", &v) && json_object_get_int64(v) == INT64_MIN);
+        CHECK(json_object_object_get_ex(o, "t", &v) && json_object_get_boolean(v));
+        CHECK(json_object_object_get_ex(o, "nested", &v) && json_object_object_length(v) == 4);
+        {
+                json_object *n = v, *x;
+                _cleanup_strv_free_ char **l = NULL;
+
+                CHECK(json_object_object_get_ex(n, "empty_object", &x) && json_object_is_type(x, json_type_object) &&
+                      json_object_object_length(x) == 0);
+                CHECK((x = json_get_array(n, "empty_array")) && json_object_array_length(x) == 0);
+                CHECK((x = json_get_array(n, "none")) && json_object_array_length(x) == 0);
+                CHECK(json_get_strv(n, "list", 10, 10, &l) == 0 && strv_length(l) == 2 && streq(l[1], "y\""));
+        }
+}
+
 int main(void) {
         _cleanup_journal_ Journal j = {}, k = {};
         _cleanup_free_ char *text = NULL, *text2 = NULL;
@@ -321,5 +392,6 @@ int main(void) {
                         json_object_put(o);
                 }
         }
+        test_writer();
         return tap_finish();
 }
