@@ -18,6 +18,9 @@
  * namespace goes with it.  A foreign mount on top of one of our trees stays (it is what the
  * host shows there), and so does everything else.  With none of our overlays mounted, the
  * root itself is the base.
+ A transition starts the helper when it begins (base_root_open_start()) and takes its
+ * answer when it first needs a fact (base_root_open_finish()): the helper strips and clones
+ * while the transition reads the journal and the mount table.
  */
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -75,14 +78,24 @@ static int strip_ours(const char *root) {
         return -ELOOP;
 }
 
-int base_root_open(int root_fd, const char *root, int *ret_fd) {
+void base_open_cancel(BaseOpen *b) {
+        b->sock = safe_close(b->sock);
+        b->fd = safe_close(b->fd);
+        if (b->pid > 0) {
+                /* The helper's send fails on the closed socket; it exits. */
+                while (waitpid(b->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+                b->pid = 0;
+        }
+}
+
+int base_root_open_start(int root_fd, const char *root, BaseOpen *ret) {
         _cleanup_strv_free_ char **targets = NULL;
         _cleanup_close_ int sock_parent = -EBADF, sock_child = -EBADF;
-        _cleanup_free_ char *data = NULL;
-        int pair[2], fd = -EBADF, status = 0, r;
-        size_t n_fds = 0;
+        int pair[2], fd, r;
         pid_t pid;
 
+        *ret = (BaseOpen) { .sock = -EBADF, .fd = -EBADF };
         r = mount_targets_of("overlay", OVERLAY_SOURCE, root, &targets);
         if (r < 0)
                 return r;
@@ -90,7 +103,7 @@ int base_root_open(int root_fd, const char *root, int *ret_fd) {
                 fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
                 if (fd < 0)
                         return negative_errno();
-                *ret_fd = fd;
+                ret->fd = fd;
                 return 0;
         }
 
@@ -125,24 +138,47 @@ int base_root_open(int root_fd, const char *root, int *ret_fd) {
                 (void) send_with_fds(sock_child, &k, sizeof(k), k >= 0 ? &tree : NULL, k >= 0 ? 1 : 0);
                 _exit(k >= 0 ? 0 : 1);
         }
-        sock_child = safe_close(sock_child);
+        ret->pid = pid;
+        ret->sock = TAKE_FD(sock_parent);
+        return 0;
+}
 
-        r = recv_with_fds(sock_parent, &data, &fd, 1, &n_fds);
-        while (waitpid(pid, &status, 0) < 0)
+int base_root_open_finish(BaseOpen *b, int *ret_fd) {
+        _cleanup_free_ char *data = NULL;
+        int fd = -EBADF, status = 0, r, k = -EIO;
+        size_t n_fds = 0;
+
+        if (b->pid == 0) {
+                if (b->fd < 0)
+                        return -EBADF;
+                *ret_fd = TAKE_FD(b->fd);
+                return 0;
+        }
+        r = recv_with_fds(b->sock, &data, &fd, 1, &n_fds);
+        b->sock = safe_close(b->sock);
+        while (waitpid(b->pid, &status, 0) < 0)
                 if (errno != EINTR)
                         break;
+        b->pid = 0;
         if (r < 0)
                 return r;
-        {
-                int k = -EIO;
-
-                memcpy(&k, data, sizeof(k)); /* the helper always sends an int */
-                if (k >= 0 && n_fds == 1) {
-                        *ret_fd = fd;
-                        return 0;
-                }
-                if (n_fds > 0)
-                        safe_close(fd);
-                return k < 0 ? k : -EIO;
+        memcpy(&k, data, sizeof(k)); /* the helper always sends an int */
+        if (k >= 0 && n_fds == 1) {
+                *ret_fd = fd;
+                return 0;
         }
+        if (n_fds > 0)
+                safe_close(fd);
+        return k < 0 ? k : -EIO;
+}
+
+int base_root_open(int root_fd, const char *root, int *ret_fd) {
+        BaseOpen b;
+        int r;
+
+        r = base_root_open_start(root_fd, root, &b);
+        if (r >= 0)
+                r = base_root_open_finish(&b, ret_fd);
+        base_open_cancel(&b);
+        return r;
 }

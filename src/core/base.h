@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <sys/types.h>
+
 /* The base: the root as it is below sysextd's trees (base.c). */
 
 /* An fd for the root directory of 'root' (root_fd, its canonical path) as it is with every
@@ -8,3 +10,15 @@
  * namespace, or simply a duplicate of root_fd when none of sysextd's overlays is mounted
  * below it.  Read host facts through it, with RESOLVE_IN_ROOT. */
 int base_root_open(int root_fd, const char *root, int *ret_fd);
+
+/* The same in two steps, so that the caller works while the helper does (the helper process is
+ * forked by _start(), its answer taken by _finish()).  _cancel() ends one not finished, and
+ * frees one finished (b may be { .sock = -EBADF, .fd = -EBADF } never started). */
+typedef struct BaseOpen {
+        pid_t pid; /* the helper; 0: none (fd is the answer, or nothing was started) */
+        int sock;
+        int fd;
+} BaseOpen;
+int base_root_open_start(int root_fd, const char *root, BaseOpen *ret);
+int base_root_open_finish(BaseOpen *b, int *ret_fd);
+void base_open_cancel(BaseOpen *b);

@@ -102,6 +102,7 @@ int engine_new(const char *root, EngineConfig *config, Engine **ret) {
         if (!e)
                 return -ENOMEM;
         e->root_fd = e->lock_fd = e->journal_fd = e->facts_fd = -EBADF;
+        e->facts_pending = (BaseOpen) { .sock = -EBADF, .fd = -EBADF };
         e->config = *config;
         *config = (EngineConfig) {};
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
@@ -137,6 +138,7 @@ Engine *engine_free(Engine *e) {
         safe_close(e->lock_fd);
         safe_close(e->journal_fd);
         safe_close(e->facts_fd);
+        base_open_cancel(&e->facts_pending);
         image_list_free(&e->probed);
         unit_actions_done(&e->units);
         free(e->recovery_waits);
@@ -408,7 +410,10 @@ static int engine_facts(Engine *e, int *ret) {
         int r;
 
         if (e->facts_fd < 0) {
-                r = base_root_open(e->root_fd, e->root, &e->facts_fd);
+                if (e->facts_pending.pid > 0 || e->facts_pending.fd >= 0)
+                        r = base_root_open_finish(&e->facts_pending, &e->facts_fd);
+                else
+                        r = base_root_open(e->root_fd, e->root, &e->facts_fd);
                 if (r == -EPERM) {
                         /* Not allowed a mount namespace: not allowed to change a tree either,
                          * and the trees seen are the ones there are. */
@@ -426,6 +431,16 @@ static int engine_facts(Engine *e, int *ret) {
 
 static void engine_facts_close(Engine *e) {
         e->facts_fd = safe_close(e->facts_fd);
+        base_open_cancel(&e->facts_pending);
+}
+
+/* The base's helper, started now and answered when engine_facts() first needs it; a failure
+ * here is left for engine_facts() to meet again and report. */
+static void engine_facts_start(Engine *e) {
+        if (e->facts_fd >= 0 || e->facts_pending.pid > 0 || e->facts_pending.fd >= 0)
+                return;
+        if (base_root_open_start(e->root_fd, e->root, &e->facts_pending) < 0)
+                base_open_cancel(&e->facts_pending);
 }
 
 /* What the verdicts depend on besides the images: the policy of each class, the trusted
@@ -1394,6 +1409,8 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
         r = engine_lock(e);
         if (r >= 0) {
                 mount_table_cache_begin();
+                if (verb != ENGINE_UNMERGE)
+                        engine_facts_start(e);
                 r = transition_locked(e, verb, o ?: &none);
                 mount_table_cache_end();
         }

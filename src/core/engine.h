@@ -7,6 +7,7 @@
 #include "delay.h"
 #include "follow.h"
 #include "image.h"
+#include "base.h"
 #include "journal.h"
 #include "mutable.h"
 #include "namespaces.h"
@@ -77,6 +78,10 @@ typedef struct Engine {
         /* The root below sysextd's trees (base.h), where host facts are read (os-release,
          * trusted certificates), opened on first use in a call and closed at its end. */
         int facts_fd;
+        /* Its helper, started when a transition begins and answered when the facts are first
+         * needed: it strips our trees off in its namespace while this process reads the
+         * journal and the mount table. */
+        BaseOpen facts_pending;
 
         /* The last state.json read, kept while its file is the same (journal_load_cached()):
          * the daemon's statuses read it once per transition, and its workers, forked from it,
