@@ -18,7 +18,8 @@
  * namespace goes with it.  A foreign mount on top of one of our trees stays (it is what the
  * host shows there), and so does everything else.  With none of our overlays mounted, the
  * root itself is the base.
- A transition starts the helper when it begins (base_root_open_start()) and takes its
+ *
+ * A transition starts the helper when it begins (base_root_open_start()) and takes its
  * answer when it first needs a fact (base_root_open_finish()): the helper strips and clones
  * while the transition reads the journal and the mount table.
  */
