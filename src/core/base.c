@@ -83,7 +83,8 @@ void base_open_cancel(BaseOpen *b) {
         b->sock = safe_close(b->sock);
         b->fd = safe_close(b->fd);
         if (b->pid > 0) {
-                /* The helper's send fails on the closed socket; it exits. */
+                /* Not answered: its answer is not wanted (its namespace and clone go with it). */
+                (void) kill(b->pid, SIGKILL);
                 while (waitpid(b->pid, NULL, 0) < 0 && errno == EINTR)
                         ;
                 b->pid = 0;

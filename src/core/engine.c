@@ -196,18 +196,22 @@ static int load_journal(Engine *e, int dir_fd, Journal *ret) {
         return 0;
 }
 
-static void warn_history_moved(Engine *e, int n) {
-        log_warning("%d file(s) of the history in %s/%s/%s/ could not be read and were moved aside (NAME.corrupt); the generations they held are gone from the history.",
-                    n, e->root, JOURNAL_DIR, JOURNAL_GENERATIONS);
+static void warn_history_bad(Engine *e, int n, bool moved) {
+        if (moved)
+                log_warning("%d file(s) of the history in %s/%s/ could not be read and were moved aside (.corrupt appended); the generations they held are gone from the history.",
+                            n, e->root, JOURNAL_DIR);
+        else
+                log_warning("%d file(s) of the history in %s/%s/ could not be read; the generations they held are not listed (the next transition moves the files aside).",
+                            n, e->root, JOURNAL_DIR);
 }
 
-/* The history (generations/), for what needs it: a rollback, the listing of generations.  A
- * file that fails is moved aside with a warning, and the history goes on without it. */
+/* The history (generations/), for a rollback, under the lock.  A file that fails is moved
+ * aside with a warning, and the history goes on without it. */
 static int load_generations(Engine *e, int dir_fd, Journal *j) {
-        int r = journal_load_generations(dir_fd, j);
+        int r = journal_load_generations(dir_fd, j, true);
 
         if (r > 0)
-                warn_history_moved(e, r);
+                warn_history_bad(e, r, true);
         if (r < 0)
                 return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to read %s/%s/%s/: %m", e->root, JOURNAL_DIR,
                                    JOURNAL_GENERATIONS);
@@ -1414,8 +1418,9 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
                 r = transition_locked(e, verb, o ?: &none);
                 mount_table_cache_end();
         }
-        engine_unlock(e);
+        /* The base's helper first: forked under the lock, it holds it while it lives. */
         engine_facts_close(e);
+        engine_unlock(e);
         /* Images that ship units: the running system's service manager, once the trees are in
          * place and the lock is given back (never for another root, never with --no-reload). */
         /* A delayed transition: the units follow its commit, not its start (left to the
@@ -2048,8 +2053,11 @@ int engine_history(Engine *e, bool generations, Journal *ret) {
         if (r < 0)
                 return r;
         r = journal_load(dfd, ret, NULL);
-        if (r >= 0 && generations)
-                r = journal_load_generations(dfd, ret);
+        if (r >= 0 && generations) {
+                r = journal_load_generations(dfd, ret, false);
+                if (r > 0)
+                        warn_history_bad(e, r, false);
+        }
         return r < 0 ? r : 0;
 }
 
@@ -2061,9 +2069,9 @@ int engine_history_generations(Engine *e, Journal *j) {
         if (r == -ENOENT)
                 return 0;
         if (r >= 0)
-                r = journal_load_generations(dfd, j);
+                r = journal_load_generations(dfd, j, false);
         if (r > 0)
-                warn_history_moved(e, r);
+                warn_history_bad(e, r, false);
         return r < 0 ? r : 0;
 }
 

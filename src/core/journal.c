@@ -223,14 +223,18 @@ static int generation_from_json(json_object *e, Generation *ret) {
         r = image_list_from_json(a, IMAGE_JSON_JOURNAL, &all);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < all.n; i++)
-                if (image_name_invalid_reason(all.images[i].name) || !version_valid(all.images[i].version))
-                        return -EBADMSG;
         /* A generation is its compatible images (generation_from_images()); a state.json kept
-         * as generations/N.json lists the others too, with their verdicts. */
-        r = generation_from_images(g.generation, g.when, g.mutable, g.forced, &all, ret);
+         * as generations/N.json lists the others too, with their verdicts: a file refused for
+         * its name is among them, and is none of the generation's business. */
+        r = generation_from_images(g.generation, g.when, g.mutable, g.forced, &all, &g);
         if (r < 0)
                 return r;
+        for (size_t i = 0; i < g.images.n; i++)
+                if (image_name_invalid_reason(g.images.images[i].name) || !version_valid(g.images.images[i].version)) {
+                        generation_done(&g);
+                        return -EBADMSG;
+                }
+        *ret = g;
         return 0;
 }
 
@@ -277,7 +281,7 @@ static int generations_from_json(json_object *root, uint64_t up_to, Generation *
 }
 
 /* The optional parts: pins, confirmation, last rollback; and the history where a state.json
- * written before generations.json keeps it. */
+ * of an earlier version keeps it ("generations": moved to generations/ by the next save). */
 static int history_from_json(json_object *root, Journal *j) {
         json_object *a, *o;
         int r;
@@ -734,12 +738,30 @@ static bool generation_file_name(const char *name, uint64_t *ret) {
         return true;
 }
 
-static int generations_dir_open(int dir_fd, bool create, int *ret_fd) {
+/* generations/, made when asked.  Anything else at that name (a file, a symbolic link) is no
+ * history: with create it is moved to generations.corrupt (ret_moved counts it) and the
+ * directory made. */
+static int generations_dir_open(int dir_fd, bool create, int *ret_fd, int *ret_moved) {
         int fd;
 
         if (create && mkdirat(dir_fd, JOURNAL_GENERATIONS, 0755) < 0 && errno != EEXIST)
                 return negative_errno();
         fd = open_directory_at(dir_fd, JOURNAL_GENERATIONS, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+        if (create && IN_SET(fd, -ENOTDIR, -ELOOP)) {
+                struct stat st;
+
+                /* A leftover generations.corrupt that is no directory makes room. */
+                if (fstatat(dir_fd, JOURNAL_GENERATIONS ".corrupt", &st, AT_SYMLINK_NOFOLLOW) >= 0 && !S_ISDIR(st.st_mode))
+                        (void) unlinkat(dir_fd, JOURNAL_GENERATIONS ".corrupt", 0);
+                if (renameat(dir_fd, JOURNAL_GENERATIONS, dir_fd, JOURNAL_GENERATIONS ".corrupt") < 0 &&
+                    unlinkat(dir_fd, JOURNAL_GENERATIONS, 0) < 0)
+                        return negative_errno();
+                if (ret_moved)
+                        (*ret_moved)++;
+                if (mkdirat(dir_fd, JOURNAL_GENERATIONS, 0755) < 0 && errno != EEXIST)
+                        return negative_errno();
+                fd = open_directory_at(dir_fd, JOURNAL_GENERATIONS, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
+        }
         if (fd < 0)
                 return fd;
         *ret_fd = fd;
@@ -839,16 +861,17 @@ static int generations_migrate(int dir_fd, Journal *j) {
                  * ...): only then is it moved aside, kept for inspection. */
                 if (!IN_SET(r, -EBADMSG, -EFBIG, -EBADFD, -ELOOP, -EISDIR, -ENXIO))
                         return r;
-                if (renameat(dir_fd, JOURNAL_GENERATIONS_LEGACY, dir_fd, JOURNAL_GENERATIONS_LEGACY ".corrupt") < 0)
+                if (renameat(dir_fd, JOURNAL_GENERATIONS_LEGACY, dir_fd, JOURNAL_GENERATIONS_LEGACY ".corrupt") < 0 &&
+                    errno != ENOENT)
                         return negative_errno();
                 moved++;
         }
         if (legacy.n_generations == 0 && !j->generations_dirty) {
-                if (r >= 0 && unlinkat(dir_fd, JOURNAL_GENERATIONS_LEGACY, 0) < 0)
+                if (r >= 0 && unlinkat(dir_fd, JOURNAL_GENERATIONS_LEGACY, 0) < 0 && errno != ENOENT)
                         return negative_errno();
                 return moved;
         }
-        r = generations_dir_open(dir_fd, true, &fd);
+        r = generations_dir_open(dir_fd, true, &fd, &moved);
         for (size_t i = 0; r >= 0 && i < legacy.n_generations; i++)
                 r = generation_write(fd, &legacy.generations[i]);
         for (size_t i = 0; r >= 0 && j->generations_dirty && i < j->n_generations; i++)
@@ -856,7 +879,7 @@ static int generations_migrate(int dir_fd, Journal *j) {
         if (r < 0)
                 return r;
         j->generations_dirty = false;
-        if (legacy.n_generations > 0 && unlinkat(dir_fd, JOURNAL_GENERATIONS_LEGACY, 0) < 0)
+        if (legacy.n_generations > 0 && unlinkat(dir_fd, JOURNAL_GENERATIONS_LEGACY, 0) < 0 && errno != ENOENT)
                 return negative_errno();
         return moved;
 }
@@ -868,27 +891,80 @@ static bool generations_migration_due(int dir_fd, const Journal *j) {
                errno != ENOENT;
 }
 
-int journal_load_generations(int dir_fd, Journal *j) {
+/* The history of an earlier version, read only: generations.json's entries, then those that
+ * came with state.json (j->generations when dirty).  Returns how many files failed. */
+static int generations_legacy_read(int dir_fd, const Journal *j, Generation **list, size_t *n) {
+        _cleanup_free_ char *text = NULL;
+        _cleanup_journal_ Journal legacy = { .generation = j->generation };
+        int r, bad = 0;
+
+        r = read_file_at(dir_fd, JOURNAL_GENERATIONS_LEGACY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, JOURNAL_FILE_MAX, &text,
+                         NULL, NULL);
+        if (r >= 0)
+                r = journal_generations_from_json(text, &legacy);
+        if (r < 0 && r != -ENOENT) {
+                if (!IN_SET(r, -EBADMSG, -EFBIG, -EBADFD, -ELOOP, -EISDIR, -ENXIO))
+                        return r;
+                bad++;
+        }
+        for (size_t i = 0; i < legacy.n_generations; i++) {
+                r = generations_push(list, n, &legacy.generations[i], JOURNAL_GENERATIONS_MAX);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; j->generations_dirty && i < j->n_generations; i++) {
+                Generation g = {};
+
+                r = generation_from_images(j->generations[i].generation, j->generations[i].when, j->generations[i].mutable,
+                                           j->generations[i].forced, &j->generations[i].images, &g);
+                if (r >= 0)
+                        r = generations_push(list, n, &g, JOURNAL_GENERATIONS_MAX);
+                generation_done(&g);
+                if (r < 0)
+                        return r;
+        }
+        return bad;
+}
+
+static int cmp_generation(const void *a, const void *b) {
+        const Generation *x = a, *y = b;
+
+        return x->generation < y->generation ? -1 : x->generation > y->generation;
+}
+
+int journal_load_generations(int dir_fd, Journal *j, bool writable) {
         _cleanup_free_ uint64_t *list = NULL;
         _cleanup_close_ int fd = -EBADF;
         Generation *l = NULL;
         size_t n = 0, count = 0;
-        int r, moved = 0;
+        int r, bad = 0;
 
         if (j->generations_loaded && !j->generations_dirty)
                 return 0;
-        if (generations_migration_due(dir_fd, j)) {
-                moved = generations_migrate(dir_fd, j);
-                if (moved < 0)
-                        return moved;
+        if (writable && generations_migration_due(dir_fd, j)) {
+                bad = generations_migrate(dir_fd, j);
+                if (bad < 0)
+                        return bad;
+        } else if (!writable) {
+                /* Nothing is written here (no lock is held): the history of an earlier version
+                 * is read where it is, and moved by the next transition. */
+                bad = generations_legacy_read(dir_fd, j, &l, &n);
+                if (bad < 0) {
+                        generations_free(l, n);
+                        return bad;
+                }
         }
-        r = generations_dir_open(dir_fd, false, &fd);
+        r = generations_dir_open(dir_fd, writable, &fd, &bad);
         if (r == -ENOENT)
                 goto done;
+        if (!writable && IN_SET(r, -ENOTDIR, -ELOOP)) {
+                bad++; /* not a directory: moved aside by the next transition */
+                goto done;
+        }
         if (r >= 0)
                 r = generations_list(fd, j->generation, false, &list, &count);
         if (r < 0)
-                return r;
+                goto fail;
         /* The newest JOURNAL_GENERATIONS_MAX at most: a lowered Generations= prunes the rest at
          * the next record. */
         for (size_t i = count > JOURNAL_GENERATIONS_MAX ? count - JOURNAL_GENERATIONS_MAX : 0; i < count; i++) {
@@ -910,29 +986,42 @@ int journal_load_generations(int dir_fd, Journal *j) {
                         }
                 }
                 if (r >= 0) {
-                        r = generations_push(&l, &n, &g, JOURNAL_GENERATIONS_MAX);
+                        /* The same generation from an earlier version's history: this one. */
+                        for (size_t k = 0; k < n; k++)
+                                if (l[k].generation == g.generation) {
+                                        generation_done(&l[k]);
+                                        l[k] = g;
+                                        g = (Generation) {};
+                                        break;
+                                }
+                        r = g.generation == 0 ? 0 : generations_push(&l, &n, &g, JOURNAL_GENERATIONS_MAX);
                         generation_done(&g);
                         if (r < 0)
                                 goto fail;
                         continue;
                 }
-                /* As state.json's: what the file is or holds moves it aside, kept for inspection;
-                 * a passing failure to read it fails the whole. */
+                /* As state.json's: what the file is or holds counts, and a transition moves it
+                 * aside (kept for inspection); a passing failure to read it fails the whole. */
                 if (!IN_SET(r, -EBADMSG, -EFBIG, -EBADFD, -ELOOP, -EISDIR, -ENXIO))
                         goto fail;
+                bad++;
                 snprintf(aside, sizeof(aside), "%s.corrupt", name);
-                if (renameat(fd, name, fd, aside) < 0) {
-                        r = negative_errno();
-                        goto fail;
-                }
-                moved++;
+                if (writable && renameat(fd, name, fd, aside) < 0 && errno != ENOENT)
+                        (void) unlinkat(fd, name, 0); /* e.g. a directory at the .corrupt name */
         }
 done:
+        if (n > 1)
+                qsort(l, n, sizeof(Generation), cmp_generation);
+        while (n > JOURNAL_GENERATIONS_MAX) {
+                generation_done(&l[0]);
+                memmove(&l[0], &l[1], sizeof(Generation) * (n - 1));
+                n--;
+        }
         generations_free(j->generations, j->n_generations);
         j->generations = l;
         j->n_generations = n;
         j->generations_loaded = true;
-        return moved;
+        return bad;
 fail:
         generations_free(l, n);
         return r;
@@ -952,7 +1041,7 @@ int journal_record_generation(int dir_fd, Journal *j, unsigned keep) {
                 if (r < 0)
                         return r;
         }
-        r = generations_dir_open(dir_fd, true, &fd);
+        r = generations_dir_open(dir_fd, true, &fd, NULL);
         if (r < 0)
                 return r;
         snprintf(name, sizeof(name), "%" PRIu64 ".json", j->generation);

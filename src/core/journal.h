@@ -30,9 +30,11 @@
  *                   only by what needs it (rollback, the listing of generations).  Files
  *                   newer than state.json's generation (a state.json started afresh) are
  *                   ignored and removed by the next record; one that fails validation is
- *                   moved to N.json.corrupt.  The history of an earlier version, in
- *                   generations.json or as "generations" in state.json, is moved here the
- *                   first time the history is read or recorded;
+ *                   left out, and moved to N.json.corrupt by the next holder of the lock
+ *                   that reads or records the history.  The history of an earlier version,
+ *                   in generations.json or as "generations" in state.json, is read where it
+ *                   is and moved here the same way (a reader without the lock writes
+ *                   nothing);
  *   trees/ID.json   one record per tree sysextd attached and has not detached (tree.h): the
  *                   identity that proves a mount is ours.
  *
@@ -143,9 +145,12 @@ int journal_load(int dir_fd, Journal *ret, unsigned *ret_n_corrupt_trees);
  * holds it after).  The tree records are always read. */
 int journal_load_cached(int dir_fd, JournalCache *cache, Journal *ret, unsigned *ret_n_corrupt_trees);
 /* Loads the history (generations/) into j (loaded by journal_load()) unless it is there
- * already, moving an earlier version's history there first.  Returns how many files failed
- * validation and were moved aside (that part of the history is gone), or a negative errno. */
-int journal_load_generations(int dir_fd, Journal *j);
+ * already.  writable (the caller holds the lock): an earlier version's history is moved there
+ * first, and a file that fails validation is moved aside (N.json.corrupt); otherwise nothing
+ * is written: the earlier version's history is read where it is, and a bad file is left for
+ * the next transition.  Returns how many files failed (that part of the history is not
+ * there), or a negative errno. */
+int journal_load_generations(int dir_fd, Journal *j, bool writable);
 /* Saves state.json atomically (tree records are saved one by one with tree_save()), after
  * moving a history that came with it from an earlier version to generations/. */
 int journal_save(int dir_fd, Journal *j);

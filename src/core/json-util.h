@@ -34,8 +34,8 @@ json_object *json_new_strv(char *const *l);
 /* Parses text as a JSON document whose top level is an object; NULL otherwise. */
 json_object *json_parse_object(const char *text);
 
-/* A writer of JSON text, for the documents written on every transition (state.json, the
- * worker's report): no tree of objects built and freed to print it, as json-c's
+/* A writer of JSON text, for what is written on every transition (state.json, three times):
+ * no tree of objects built and freed to print it, as json-c's
  * json_object_to_json_string() needs.  Strings are escaped as json-c escapes them ('"', '\\',
  * the control characters), other bytes (UTF-8) are written as they are.  Calls nest; a
  * failed allocation is remembered and reported by json_writer_finish(). */

@@ -111,7 +111,9 @@ static int parse_line(char *line, MountRow *ret) {
                         return -EBADMSG;
                 *dash++ = 0;
         }
-        m.optional = dash == opt ? "" : opt;
+        /* None: the NUL next_field() left after the mount's options, so that every field
+         * points into the table's text (a kept table is copied by moving the pointers). */
+        m.optional = dash == opt ? opt - 1 : opt;
         p = dash + 2;
         m.fstype = next_field(&p);
         m.source = next_field(&p);
@@ -206,11 +208,13 @@ static int table_read_of(pid_t pid, MountTable *ret) {
  * POLLPRI says a mount was added, removed, moved or remounted in the namespace since the last
  * look (proc_pid_mountinfo(5)).  A change of propagation (shared, slave, private) raises no
  * event, so the table is kept for one operation only, and what changes propagation in this
- * process calls mount_table_cache_invalidate().  A forked child (another pid) never uses its
- * parent's cache or its open file (polling the shared file would take the parent's events),
- * and a process in another namespace (/proc/self/ns/mnt) reads its own. */
+ * process calls mount_table_cache_invalidate().  A forked child (another pid) is in no
+ * operation until it begins one, and never uses its parent's cache or its open file (polling
+ * the shared file would take the parent's events); a process in another namespace
+ * (/proc/self/ns/mnt) reads its own. */
 static struct {
-        unsigned depth;
+        unsigned depth;  /* begin() calls not ended, by scope_pid */
+        pid_t scope_pid; /* the process whose operation it is: a forked child's is none */
         int fd;
         pid_t pid;
         ino_t ns;
@@ -229,13 +233,17 @@ static void cache_drop(void) {
 }
 
 void mount_table_cache_begin(void) {
-        if (cache.pid != 0 && cache.pid != getpid())
+        /* A forked child starts with no operation of its own, whatever its parent had. */
+        if (cache.scope_pid != getpid()) {
                 cache_drop();
+                cache.depth = 0;
+                cache.scope_pid = getpid();
+        }
         cache.depth++;
 }
 
 void mount_table_cache_end(void) {
-        if (cache.depth > 0 && --cache.depth == 0)
+        if (cache.scope_pid == getpid() && cache.depth > 0 && --cache.depth == 0)
                 cache_drop();
 }
 
@@ -261,6 +269,7 @@ static int table_copy(const MountTable *from, size_t size, MountTable *ret) {
                 MountRow *w = &t.rows[i];
                 const char **f[] = { &w->root, &w->target, &w->optional, &w->fstype, &w->source, &w->super_options };
 
+                /* Every field points into the text (parse_line()). */
                 for (size_t k = 0; k < ELEMENTSOF(f); k++)
                         *f[k] = t.text + (*f[k] - from->text);
         }
@@ -283,7 +292,7 @@ static int table_read(MountTable *ret) {
         ino_t ns;
         int r;
 
-        if (cache.depth == 0) {
+        if (cache.depth == 0 || cache.scope_pid != getpid()) {
                 _cleanup_close_ int fd = mountinfo_open(0);
 
                 if (fd < 0)

@@ -433,6 +433,24 @@ static void manager_exit_if_done(Manager *m);
 
 /* See Manager.post_job: step 1 reads the status and emits the signals, step 2 rebuilds the
  * layer watch, each in a dispatch of its own. */
+static int on_post_job(sd_event_source *s, void *userdata);
+
+/* How long a step of the work after a job waits at most for calls to stop coming: at idle
+ * priority it would wait for ever while the bus is never quiet (GetStatus is open to anyone),
+ * and with it the next job and the deadlines' timers. */
+#define POST_JOB_LATEST_USEC (20 * UINT64_C(1000))
+
+static int on_post_job_late(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        int enabled = SD_EVENT_OFF;
+
+        if (m->post_job_pending && m->post_job && sd_event_source_get_enabled(m->post_job, &enabled) >= 0 &&
+            enabled != SD_EVENT_OFF)
+                return on_post_job(m->post_job, m);
+        return 0;
+}
+
 static int on_post_job(sd_event_source *s, void *userdata) {
         Manager *m = userdata;
 
@@ -443,6 +461,7 @@ static int on_post_job(sd_event_source *s, void *userdata) {
                         manager_emit_changes(m, st);
                         if (m->post_job_rebuild && s && sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) >= 0) {
                                 m->post_status = st;
+                                (void) event_arm_after(m->event, &m->post_job_timer, POST_JOB_LATEST_USEC, on_post_job_late, m);
                                 return 0;
                         }
                         if (m->post_job_rebuild)
@@ -458,6 +477,10 @@ static int on_post_job(sd_event_source *s, void *userdata) {
         }
         m->post_job_rebuild = false;
         m->post_job_pending = false;
+        if (s)
+                (void) sd_event_source_set_enabled(s, SD_EVENT_OFF); /* run by the timer */
+        if (m->post_job_timer)
+                (void) sd_event_source_set_enabled(m->post_job_timer, SD_EVENT_OFF);
         (void) manager_start_next(m);
         /* The worker's report and the journal were parsed into many small objects, all freed
          * now: the heap they took goes back to the kernel once the daemon waits. */
@@ -478,6 +501,8 @@ static void manager_post_job(Manager *m) {
         }
         if (r >= 0)
                 r = sd_event_source_set_enabled(m->post_job, SD_EVENT_ONESHOT);
+        if (r >= 0)
+                (void) event_arm_after(m->event, &m->post_job_timer, POST_JOB_LATEST_USEC, on_post_job_late, m);
         post_status_free(m); /* a step 2 still to come is replaced by this job's step 1 */
         m->post_job_pending = r >= 0;
         if (r < 0) {
@@ -958,12 +983,17 @@ static int on_sigterm(sd_event_source *s, const struct signalfd_siginfo *si, voi
                 return 0;
         m->exiting = true;
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down.");
-        /* The running transition finishes and is answered; the ones behind it are not run. */
+        /* The running transition finishes and is answered; the ones behind it are not run,
+         * nor the head when it has not started (it waits for the work after the last job). */
         if (m->queue) {
-                Job *rest = m->queue->next;
+                bool running = m->queue->pid > 0;
+                Job *rest = running ? m->queue->next : m->queue;
 
-                log_info("Received %s, exiting after the running transition.", strsignal(si->ssi_signo));
-                m->queue->next = NULL;
+                if (running) {
+                        log_info("Received %s, exiting after the running transition.", strsignal(si->ssi_signo));
+                        m->queue->next = NULL;
+                } else
+                        m->queue = NULL;
                 while (rest) {
                         Job *n = rest->next;
                         for (size_t i = 0; i < rest->n_requests; i++)
@@ -1143,6 +1173,7 @@ finish:
         m.status_snapshot_drop = sd_event_source_disable_unref(m.status_snapshot_drop);
         m.trim_timer = sd_event_source_disable_unref(m.trim_timer);
         m.post_job = sd_event_source_disable_unref(m.post_job);
+        m.post_job_timer = sd_event_source_disable_unref(m.post_job_timer);
         post_status_free(&m);
         varlink_service_stop(&m);
         unit_jobs_done(&m);

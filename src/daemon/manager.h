@@ -191,9 +191,11 @@ struct Manager {
 
         /* What follows a job, after its callers were answered: a status read for the signals,
          * then the live layers watched anew, each a dispatch of its own at idle priority, so
-         * that bus calls waiting meanwhile are answered between them; the next job starts
-         * after both (manager_start_next() waits while post_job_pending). */
+         * that bus calls waiting meanwhile are answered between them, but each within
+         * POST_JOB_LATEST_USEC however busy the bus; the next job starts after both
+         * (manager_start_next() waits while post_job_pending). */
         sd_event_source *post_job;
+        sd_event_source *post_job_timer; /* runs a step that waited POST_JOB_LATEST_USEC */
         bool post_job_pending;
         bool post_job_rebuild;
         EngineStatus *post_status; /* between the two steps */

@@ -22,9 +22,11 @@
 #  H. the history is generations/N.json, each the state.json that recorded
 #     generation N (a hard link), nothing of it in state.json (read by every
 #     status); the history of an older sysextd (generations.json, or carried
-#     in state.json) still rolls back and moves to generations/; a damaged,
-#     FIFO or symlinked generations/N.json is moved aside with a warning and
-#     the rest of the history stays; so is a damaged generations.json.
+#     in state.json) is read where it is by status, still rolls back, and
+#     moves to generations/ with the next transition; a damaged, FIFO or
+#     symlinked generations/N.json is left by status (with a warning, the
+#     rest of the history listed) and moved aside by the next transition; so
+#     is a damaged generations.json.
 set -euo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -416,12 +418,21 @@ else:
 PY
 }
 
-check "generations.json of an older sysextd: read, and moved to generations/"
+check "generations.json of an older sysextd: read where it is by status, moved to generations/ by the next transition"
 legacy_history file
 status_json
 assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "$kept" "the history read from generations.json"
+[[ -f $J/generations.json && ! -e $J/generations ]] || fail "status wrote: $(ls "$J")"
+run_sysextd refresh --always-refresh=yes
+assert_ok "a refresh records the next generation"
 [[ ! -e $J/generations.json ]] || fail "generations.json still there"
-assert_eq "$(ls "$J/generations" | tr '\n' ' ')" "$((g - 1)).json $g.json " "moved to generations/"
+assert_eq "$(ls "$J/generations" | tr '\n' ' ')" "$g.json $((g + 1)).json " "moved to generations/, the oldest pruned (Generations=2)"
+# Once more: generation g was merged with --force (G), and what follows rolls back to the
+# generation before the live one.
+run_sysextd refresh --always-refresh=yes
+assert_ok "a refresh"
+g=$((g + 2))
+kept="[$((g - 1)), $g]"
 
 check "a state.json of an older sysextd, carrying the history: read from there, moved by the next save"
 legacy_history state
@@ -437,7 +448,7 @@ assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "[
 assert_eq "$(json_q "$(cat "$J/state.json")" '"generations" in d')" false "moved out of state.json"
 assert_eq "$(ls "$J/generations" | tr '\n' ' ')" "$g.json $((g + 1)).json " "moved to generations/"
 
-check "a generations/N.json that fails validation is moved aside, the rest of the history stays"
+check "a generations/N.json that fails validation: status leaves it and lists the rest, the next transition moves it aside"
 status_json
 old=$((GEN - 1))
 cp -p "$J/generations/$old.json" "$R/good.json"
@@ -451,17 +462,19 @@ for bad in '{"generation":"x"}' '{}' "$(head -c 2000 /dev/urandom | base64 -w0)"
 	esac
 	run_sysextd status --json
 	assert_ok "status with a bad generations/$old.json ($bad)"
-	assert_contains "$ERR" "1 file(s) of the history in $J/generations/ could not be read and were moved aside (NAME.corrupt)"
+	assert_contains "$ERR" "1 file(s) of the history in $J/ could not be read; the generations they held are not listed"
 	assert_eq "$(json_q "$OUT" '[x["generation"] for x in d["generations"]]')" "[$GEN]" "the rest of the history"
-	[[ -e $J/generations/$old.json.corrupt || -L $J/generations/$old.json.corrupt ]] || fail "not moved aside"
-	[[ ! -e $J/generations/$old.json && ! -L $J/generations/$old.json ]] || fail "still there"
+	[[ -e $J/generations/$old.json || -L $J/generations/$old.json ]] || fail "status moved it"
+	[[ ! -e $J/generations/$old.json.corrupt && ! -L $J/generations/$old.json.corrupt ]] || fail "status moved it"
 done
 top_before=$(top_mount_id "$R/usr")
 content_before=$(content)
 run_sysextd rollback
 assert_failed "rollback with no older generation kept"
-assert_eq "$(wc -l <<<"$ERR")" 1 "one line of error"
-assert_contains "$ERR" "Cannot roll back" "the error"
+assert_contains "$ERR" "1 file(s) of the history in $J/ could not be read and were moved aside (.corrupt appended)"
+assert_eq "$(grep -c "Cannot roll back" <<<"$ERR")" 1 "one line of error"
+[[ -L $J/generations/$old.json.corrupt && ! -e $J/generations/$old.json && ! -L $J/generations/$old.json ]] ||
+	fail "the rollback did not move it aside"
 assert_eq "$(top_mount_id "$R/usr")" "$top_before" "the same tree is live"
 assert_eq "$(content)" "$content_before" "the same content"
 rm -f "$J/generations/$old.json.corrupt"
@@ -469,16 +482,17 @@ mv "$R/good.json" "$J/generations/$old.json"
 status_json
 assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "[$old, $GEN]" "the file back: kept again"
 
-check "a damaged generations.json of an older sysextd is moved aside; generations/ stays"
+check "a damaged generations.json of an older sysextd: counted, generations/ stays; the next transition moves it aside"
 printf '{"generations":' >"$J/generations.json"
 run_sysextd status --json
 assert_ok "status with a bad generations.json"
-assert_contains "$ERR" "1 file(s) of the history in $J/generations/ could not be read"
-[[ -e $J/generations.json.corrupt && ! -e $J/generations.json ]] || fail "not moved aside"
+assert_contains "$ERR" "1 file(s) of the history in $J/ could not be read"
 assert_eq "$(json_q "$OUT" '[x["generation"] for x in d["generations"]]')" "[$old, $GEN]" "the history stays"
-rm -f "$J/generations.json.corrupt"
+[[ -e $J/generations.json && ! -e $J/generations.json.corrupt ]] || fail "status moved it"
 run_sysextd refresh --always-refresh=yes
 assert_ok "a refresh records the next generation"
+[[ -e $J/generations.json.corrupt && ! -e $J/generations.json ]] || fail "not moved aside"
+rm -f "$J/generations.json.corrupt"
 status_json
 assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "[$((GEN - 1)), $GEN]" "the newest two kept (Generations=2)"
 assert_eq "$(ls "$J/generations" | tr '\n' ' ')" "$((GEN - 1)).json $GEN.json " "the oldest file removed"

@@ -450,18 +450,24 @@ static void test_journal(void) {
                 static const int yes[_IMAGE_CLASS_MAX] = { MUTABLE_EPHEMERAL, MUTABLE_NO };
 
                 CHECK(dfd >= 0);
-                /* generations.json of the last version: moved to generations/ when first read. */
+                /* generations.json of the last version: read where it is by a reader (no lock,
+                 * nothing written), moved to generations/ by the first that holds the lock. */
                 CHECK(write_file_atomic_at(dfd, JOURNAL_GENERATIONS_LEGACY, gtext, 0644) == 0);
                 j.confirm_generation = 0;
                 CHECK(journal_save(dfd, &j) == 0);
                 CHECK(journal_load(dfd, &a, NULL) == 0 && a.generation == 7 && !a.generations_loaded && a.n_generations == 0);
-                CHECK(journal_load_generations(dfd, &a) == 0 && a.n_generations == 2 && a.generations_loaded);
+                CHECK(journal_load_generations(dfd, &a, false) == 0 && a.n_generations == 2 && a.generations_loaded);
+                CHECK(a.generations[0].generation == 6 && a.generations[1].generation == 7 && a.generations[1].when == 222);
+                CHECK(faccessat(dfd, JOURNAL_GENERATIONS_LEGACY, F_OK, AT_SYMLINK_NOFOLLOW) == 0);
+                CHECK(faccessat(dfd, JOURNAL_GENERATIONS, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
+                a.generations_loaded = false;
+                CHECK(journal_load_generations(dfd, &a, true) == 0 && a.n_generations == 2 && a.generations_loaded);
                 CHECK(a.generations[0].generation == 6 && a.generations[1].generation == 7 && a.generations[1].forced &&
                       a.generations[1].when == 222 && a.generations[0].images.n == 1);
                 CHECK(faccessat(dfd, JOURNAL_GENERATIONS_LEGACY, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
                 CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/6.json", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
                 CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/7.json", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
-                CHECK(journal_load_generations(dfd, &a) == 0 && a.n_generations == 2);
+                CHECK(journal_load_generations(dfd, &a, true) == 0 && a.n_generations == 2);
 
                 /* The cache: the same file gives the same journal; a new file (rename) or one
                  * changed in place is read again. */
@@ -503,14 +509,16 @@ static void test_journal(void) {
                 a.when = 333;
                 a.mutable[IMAGE_CLASS_SYSEXT] = MUTABLE_EPHEMERAL;
                 add_image(&a.images, "app", "3", true, 9);
-                add_image(&a.images, "other", "1", false, 10);
+                /* Refused for its name (a control character): in state.json with its verdict,
+                 * not in the generation, and no reason to call the record damaged. */
+                add_image(&a.images, "oth\x01er", "1", false, 10);
                 a.images.images[1].verdict = IMAGE_INCOMPATIBLE;
                 CHECK(journal_save(dfd, &a) == 0);
                 CHECK(journal_record_generation(dfd, &a, 2) == 0 && !a.generations_loaded);
                 CHECK(fstatat(dfd, JOURNAL_STATE, &st1, 0) == 0 && fstatat(dfd, JOURNAL_GENERATIONS "/8.json", &st2, 0) == 0);
                 CHECK(st1.st_ino == st2.st_ino && st2.st_nlink == 2);
                 CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/6.json", F_OK, AT_SYMLINK_NOFOLLOW) < 0);
-                CHECK(journal_load_generations(dfd, &a) == 0 && a.n_generations == 2 && a.generations[1].generation == 8);
+                CHECK(journal_load_generations(dfd, &a, false) == 0 && a.n_generations == 2 && a.generations[1].generation == 8);
                 CHECK(a.generations[1].when == 333 && a.generations[1].mutable[IMAGE_CLASS_SYSEXT] == yes[0] &&
                       !a.generations[1].forced);
                 CHECK(a.generations[1].images.n == 1 && streq_ptr(a.generations[1].images.images[0].name, "app") &&
@@ -525,11 +533,11 @@ static void test_journal(void) {
                 b.generation = 2;
                 b.when = 444;
                 CHECK(journal_save(dfd, &b) == 0);
-                CHECK(journal_load_generations(dfd, &b) == 0 && b.n_generations == 0);
+                CHECK(journal_load_generations(dfd, &b, false) == 0 && b.n_generations == 0);
                 CHECK(journal_record_generation(dfd, &b, 3) == 0);
                 CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/7.json", F_OK, AT_SYMLINK_NOFOLLOW) < 0);
                 CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/8.json", F_OK, AT_SYMLINK_NOFOLLOW) < 0);
-                CHECK(journal_load_generations(dfd, &b) == 0 && b.n_generations == 1 && b.generations[0].when == 444);
+                CHECK(journal_load_generations(dfd, &b, false) == 0 && b.n_generations == 1 && b.generations[0].when == 444);
 
                 /* Damaged, a symbolic link, a FIFO, another generation's record: each moved
                  * aside on its own, the rest of the history stays. */
@@ -543,7 +551,12 @@ static void test_journal(void) {
                 CHECK(read_file_at(gfd, "2.json", 0, 1 << 20, &onfile, NULL, NULL) >= 0);
                 CHECK(write_file_atomic_at(gfd, "6.json", onfile, 0644) == 0);
                 CHECK(write_file_atomic_at(gfd, "07.json", onfile, 0644) == 0); /* not a name of ours */
-                CHECK(journal_load_generations(dfd, &b) == 4 && b.n_generations == 1 && b.generations[0].generation == 2);
+                /* A reader counts them and leaves them; the lock's holder moves them aside. */
+                CHECK(journal_load_generations(dfd, &b, false) == 4 && b.n_generations == 1 && b.generations[0].generation == 2);
+                CHECK(faccessat(gfd, "3.json", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
+                CHECK(faccessat(gfd, "3.json.corrupt", F_OK, AT_SYMLINK_NOFOLLOW) < 0);
+                b.generations_loaded = false;
+                CHECK(journal_load_generations(dfd, &b, true) == 4 && b.n_generations == 1 && b.generations[0].generation == 2);
                 CHECK(faccessat(gfd, "3.json.corrupt", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
                 CHECK(faccessat(gfd, "4.json.corrupt", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
                 CHECK(faccessat(gfd, "5.json.corrupt", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
@@ -552,11 +565,15 @@ static void test_journal(void) {
 
                 /* A damaged generations.json of the last version: moved aside, counted. */
                 CHECK(write_file_atomic_at(dfd, JOURNAL_GENERATIONS_LEGACY, "{\"generations\":[1]}", 0644) == 0);
-                CHECK(journal_load(dfd, &c, NULL) == 0 && journal_load_generations(dfd, &c) == 1);
+                CHECK(journal_load(dfd, &c, NULL) == 0 && journal_load_generations(dfd, &c, false) == 1);
+                CHECK(faccessat(dfd, JOURNAL_GENERATIONS_LEGACY, F_OK, AT_SYMLINK_NOFOLLOW) == 0);
+                c.generations_loaded = false;
+                CHECK(journal_load_generations(dfd, &c, true) == 1);
                 CHECK(faccessat(dfd, JOURNAL_GENERATIONS_LEGACY ".corrupt", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
                 CHECK(faccessat(dfd, JOURNAL_GENERATIONS_LEGACY, F_OK, AT_SYMLINK_NOFOLLOW) < 0);
                 CHECK(c.n_generations == 1);
-                /* generations/ not a directory: the record fails, state.json is untouched. */
+                /* generations/ not a directory (a symbolic link here): a reader finds no history
+                 * and says so; a record moves it to generations.corrupt and goes on. */
                 gfd = safe_close(gfd);
                 if (dir) {
                         _cleanup_free_ char *cmd = NULL;
@@ -566,8 +583,12 @@ static void test_journal(void) {
                 CHECK(symlinkat("/tmp", dfd, JOURNAL_GENERATIONS) == 0);
                 c.generation = 10;
                 CHECK(journal_save(dfd, &c) == 0);
-                CHECK(journal_record_generation(dfd, &c, 3) < 0);
                 CHECK(journal_load(dfd, &d, NULL) == 0 && d.generation == 10);
+                CHECK(journal_load_generations(dfd, &d, false) == 1 && d.n_generations == 0);
+                CHECK(journal_record_generation(dfd, &c, 3) == 0);
+                CHECK(fstatat(dfd, JOURNAL_GENERATIONS ".corrupt", &st1, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st1.st_mode));
+                d.generations_loaded = false;
+                CHECK(journal_load_generations(dfd, &d, false) == 0 && d.n_generations == 1 && d.generations[0].generation == 10);
                 if (dir) {
                         _cleanup_free_ char *cmd = NULL;
 

@@ -79,6 +79,27 @@ static void test_fields(void) {
         CHECK(mount_table_find(&t, 28) == NULL);
 }
 
+/* Every field of every row points into the table's text, which a table kept within an
+ * operation relies on (it is copied by moving the pointers, mounts.c): a private mount's
+ * empty optional fields too. */
+static void test_fields_in_text(void) {
+        _cleanup_(mount_table_done) MountTable t = {};
+        const char *text = "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n"
+                           "37 35 0:5 / /private rw - tmpfs t rw\n"
+                           "38 35 0:6 / /empty rw - tmpfs  rw\n";
+        size_t len = strlen(text);
+
+        CHECK(parse(text, &t) == 0 && t.n == 3);
+        for (size_t i = 0; i < t.n; i++) {
+                const MountRow *r = &t.rows[i];
+                const char *f[] = { r->root, r->target, r->optional, r->fstype, r->source, r->super_options };
+
+                for (size_t k = 0; k < ELEMENTSOF(f); k++)
+                        CHECK(f[k] >= t.text && f[k] <= t.text + len);
+        }
+        CHECK(t.n == 3 && streq(t.rows[1].optional, "") && streq(t.rows[2].source, ""));
+}
+
 static void test_refused(void) {
         static const char *const bad[] = {
                 "x 1 0:1 / / rw - ext4 /dev/a rw\n",                  /* an id that is no number */
@@ -171,6 +192,37 @@ static int cache_steps(const char *dir) {
         /* Another namespace (a copy): its table, not the one kept. */
         if (unshare(CLONE_NEWNS) < 0 || mount_ours(dir, "d") < 0 || count_ours(dir) != 3)
                 failed |= 1 << 6;
+        /* A private mount (no optional fields: the parser's "" literal, not the table's
+         * text) and a shared one read through the kept table are what a plain read says. */
+        {
+                _cleanup_free_ char *a = path_join(dir, "a"), *d = path_join(dir, "d");
+                _cleanup_close_ int afd = a ? open(a, O_PATH | O_CLOEXEC) : -EBADF, dfd = -EBADF;
+                MountIdentity ia = {}, id = {};
+                MountEntry c1 = {}, c2 = {}, u1 = {}, u2 = {};
+                int k = 0;
+
+                if (d && mount(NULL, d, NULL, MS_SHARED, NULL) < 0)
+                        k = -1;
+                dfd = d ? open(d, O_PATH | O_CLOEXEC) : -EBADF;
+                if (k < 0 || afd < 0 || dfd < 0 || mount_identity_of_fd(afd, &ia) < 0 || mount_identity_of_fd(dfd, &id) < 0)
+                        k = -1;
+                if (k >= 0) {
+                        mount_table_cache_begin();
+                        if (mountinfo_find(ia.id, &c1) < 0 || mountinfo_find(id.id, &c2) < 0)
+                                k = -1;
+                        mount_table_cache_end();
+                }
+                if (k >= 0 && (mountinfo_find(ia.id, &u1) < 0 || mountinfo_find(id.id, &u2) < 0))
+                        k = -1;
+                if (k < 0 || c1.shared || c1.slave || c1.shared != u1.shared || !streq_ptr(c1.fstype, u1.fstype) ||
+                    !streq_ptr(c1.source, u1.source) || !c2.shared || c2.shared != u2.shared || c2.slave != u2.slave ||
+                    !streq_ptr(c2.source, u2.source))
+                        failed |= 1 << 8;
+                mount_entry_done(&c1);
+                mount_entry_done(&c2);
+                mount_entry_done(&u1);
+                mount_entry_done(&u2);
+        }
         mount_table_cache_end();
         if (count_ours(dir) != 3)
                 failed |= 1 << 7;
@@ -180,33 +232,41 @@ static int cache_steps(const char *dir) {
 static void test_cache(void) {
         char tmpl[] = "/tmp/test-mountinfo-XXXXXX";
         char *dir = mkdtemp(tmpl);
-        int status = 0;
+        int status = 0, p[2], failed = -1;
         pid_t pid;
 
-        CHECK(dir);
+        CHECK(dir && pipe(p) == 0);
         if (!dir)
                 return;
         pid = fork();
         if (pid == 0) {
+                int f;
+
                 if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                         _exit(255); /* no namespace of our own: not root */
-                _exit(cache_steps(dir));
+                f = cache_steps(dir);
+                (void) !write(p[1], &f, sizeof(f));
+                _exit(0);
         }
+        close(p[1]);
         CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status));
         if (WEXITSTATUS(status) == 255)
                 printf("# skipped: no mount namespace of our own (not root?)\n");
-        else
-                for (int k = 0; k < 8; k++) {
+        else {
+                CHECK(read(p[0], &failed, sizeof(failed)) == sizeof(failed));
+                for (int k = 0; k < 9; k++) {
                         printf("# step %d\n", k);
-                        CHECK(!(WEXITSTATUS(status) & (1 << k)));
+                        CHECK(failed >= 0 && !(failed & (1 << k)));
                 }
+        }
+        close(p[0]);
         /* The mounts were in the child's namespace only: what is left are directories. */
         for (const char *c = "abcd"; *c; c++) {
                 char sub[2] = { *c, 0 };
-                _cleanup_free_ char *p = path_join(dir, sub);
+                _cleanup_free_ char *sd = path_join(dir, sub);
 
-                if (p)
-                        (void) rmdir(p);
+                if (sd)
+                        (void) rmdir(sd);
         }
         CHECK(rmdir(dir) == 0);
 }
@@ -283,6 +343,7 @@ static void test_inspect_race(void) {
 int main(void) {
         test_fields();
         test_refused();
+        test_fields_in_text();
         test_own_table();
         test_cache();
         test_inspect_race();
