@@ -1002,9 +1002,10 @@ static int gather_images(Engine *e, const EngineOptions *o, Journal *j, const Ge
  * still has the images merged until now, and kept only when the transition changed a tree. */
 static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal *j, HierarchyState *states,
                     const PlanHierarchy *views, const Plan *plan, ImageList *images, MutableSetup *mutables,
-                    uint64_t delay, bool *ret_changed) {
+                    uint64_t delay, bool *ret_changed, int *ret_record_error) {
         static const ImageList none = {};
-        ExecuteOptions xo = { .classes = covered_classes(o), .mutables = mutables, .delay_usec = delay };
+        ExecuteOptions xo = { .classes = covered_classes(o), .mutables = mutables, .delay_usec = delay,
+                              .generations_keep = e->config.generations, .record_error = ret_record_error };
         TransitionContext ctx = step_context(e);
         UnitActions units = {};
         int r;
@@ -1138,23 +1139,24 @@ static int prepare_rollback(Engine *e, Journal *j, const EngineOptions *o, Engin
         return 0;
 }
 
-/* After a transition that changed the trees: the new generation goes into the history; a
- * rollback pins what it went to and ends a wait for confirmation, a refresh with
- * --confirm-within= starts or renews one.  Saved at once (a failure to save is logged: the
- * trees are live either way). */
+/* After a transition that changed the trees (whose generation went into the history with the
+ * commit's save of state.json, execute.c): a rollback pins what it went to and ends a wait for
+ * confirmation, a refresh with --confirm-within= starts or renews one.  Saved at once (a
+ * failure to save is logged: the trees are live either way). */
 static void record_history(Engine *e, Journal *j, const EngineOptions *o, const Generation *target, const Generation *current,
-                           uint64_t before) {
+                           uint64_t before, int record_error) {
         uint64_t now = now_realtime_usec(), to = target ? target->generation : 0;
         _cleanup_(pin_list_done) PinList pins = {};
+        bool dirty = false;
         int r = 0;
 
+        /* The generation was recorded with the commit's save (execute.c). */
+        if (record_error < 0)
+                log_warning("Failed to record generation %" PRIu64 " in the history in %s/%s/%s/: %s", j->generation, e->root,
+                            JOURNAL_DIR, JOURNAL_GENERATIONS, strerror(-record_error));
         /* Before the history changes: target points into it. */
         if (target)
                 r = pins_for_rollback(current, target, &pins);
-        /* What generations/N.json, the state.json saved below, records of the generation. */
-        j->when = now;
-        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
-                j->mutable[k] = engine_class_mutable(&e->config, o, k);
         if (r >= 0 && to > 0) {
                 pin_list_done(&j->pins);
                 j->pins = pins;
@@ -1166,6 +1168,7 @@ static void record_history(Engine *e, Journal *j, const EngineOptions *o, const 
                 journal_confirm_clear(j);
                 r = journal_set_rollback(j, now, before, to, o->deadline ? "deadline" : "command", NULL);
                 log_info("Rolled back to the images of generation %" PRIu64 ": generation %" PRIu64 " is live.", to, j->generation);
+                dirty = true;
         }
         if (r >= 0 && to == 0 && o->confirm_within_usec > 0) {
                 if (j->confirm_generation == 0)
@@ -1173,19 +1176,19 @@ static void record_history(Engine *e, Journal *j, const EngineOptions *o, const 
                 j->confirm_generation = j->generation;
                 j->confirm_since = now;
                 j->confirm_deadline = now + o->confirm_within_usec;
+                dirty = true;
                 {
                         _cleanup_free_ char *until = format_timestamp(j->confirm_deadline);
                         log_info("Generation %" PRIu64 " must be confirmed (sysextd confirm) by %s, or it is rolled back to generation %" PRIu64 ".",
                                  j->generation, strna(until), j->confirm_target);
                 }
         }
-        if (r >= 0)
+        /* Nothing else changed (a plain refresh): the commit's save stands. */
+        if (r >= 0 && dirty)
                 r = journal_save(e->journal_fd, j);
-        if (r >= 0)
-                r = journal_record_generation(e->journal_fd, j, e->config.generations);
         if (r < 0)
-                log_warning("Failed to record generation %" PRIu64 " in the history in %s/%s/%s/: %s", j->generation, e->root,
-                            JOURNAL_DIR, JOURNAL_GENERATIONS, strerror(-r));
+                log_warning("Failed to record the rollback or the wait for confirmation of generation %" PRIu64 " in %s/%s/%s: %s",
+                            j->generation, e->root, JOURNAL_DIR, JOURNAL_STATE, strerror(-r));
 }
 
 static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o) {
@@ -1205,7 +1208,7 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
         bool strict = o->strict || e->config.strict;
         bool recovered = false, changed = false, unchanged = false, any_live = false;
         uint64_t stamp = 0;
-        int r;
+        int record_error = 0, r;
 
         for (size_t i = 0; i < HIERARCHIES_MAX; i++)
                 mutables[i] = (MutableSetup) { .dir_fd = -EBADF, .parent_fd = -EBADF };
@@ -1343,14 +1346,20 @@ static int transition_locked(Engine *e, EngineVerb verb, const EngineOptions *o)
                 j.forced = o && o->force;
         }
 
+        /* What the history's record of the new generation (made with the commit's save of
+         * state.json, execute.c) says of it besides its images. */
+        j.when = now_realtime_usec();
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
+                j.mutable[k] = engine_class_mutable(&e->config, o, k);
+
         /* 6. */
         r = stop_if_requested(e);
         if (r >= 0)
-                r = run_plan(e, verb, o, &j, states, views, &plan, &images, mutables, delay, &changed);
+                r = run_plan(e, verb, o, &j, states, views, &plan, &images, mutables, delay, &changed, &record_error);
 
 finish:
         if (r >= 0 && changed)
-                record_history(e, &j, o, target, &current, before);
+                record_history(e, &j, o, target, &current, before, record_error);
         else if (r >= 0 && pins_changed) {
                 int k = journal_save(e->journal_fd, &j);
                 if (k < 0)

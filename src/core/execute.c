@@ -545,7 +545,16 @@ int execute_transition(const TransitionContext *ctx, EngineVerb verb, Journal *j
         if (swap_r < 0 && verb != ENGINE_UNMERGE && !changed)
                 /* Nothing changed: the images recorded are not the live ones. */
                 image_list_free(&j->images);
-        r = journal_save(ctx->journal_fd, j);
+        /* A new generation live: its record in the history goes with this save, so that no
+         * moment has state.json saying a generation the history lacks. */
+        if (changed && swap_r >= 0 && o->generations_keep > 0)
+                r = journal_save_recording(ctx->journal_fd, j, o->generations_keep, o->record_error);
+        else
+                r = journal_save(ctx->journal_fd, j);
+#ifdef SYSEXTD_TEST_HOOKS
+        if (r >= 0)
+                testhook_point("after-commit", 0);
+#endif
         if (r < 0) {
                 r = fail_commit(ctx, targets, n_work, changed, generation, r);
                 goto finish;

@@ -18,6 +18,11 @@ typedef struct ExecuteOptions {
         const char *options[_IMAGE_CLASS_MAX]; /* extra overlay options, NULL: the defaults */
         const MutableSetup *mutables;   /* per hierarchy (merge, refresh) */
         uint64_t delay_usec;            /* > 0: a delayed transition (swap.c), this long */
+        /* > 0: the commit that makes a new generation live records it in the history
+         * (journal_save_recording()), keeping this many; the record's error goes to
+         * *record_error (the transition stands). */
+        unsigned generations_keep;
+        int *record_error;
 } ExecuteOptions;
 
 /* Under the engine's lock, with ctx lent by it: a failure is logged and kept in ctx->result. */

@@ -1027,14 +1027,14 @@ fail:
         return r;
 }
 
-int journal_record_generation(int dir_fd, Journal *j, unsigned keep) {
-        _cleanup_free_ uint64_t *list = NULL;
+/* generations/N.json for j's generation: a hard link of the file from in dir_fd (state.json,
+ * or the new state.json not yet renamed over it), made under a temporary name and renamed. */
+static int generation_link(int dir_fd, const char *from, Journal *j, int *ret_gfd) {
         _cleanup_close_ int fd = -EBADF;
         char name[32], tmp[64];
-        size_t count = 0;
         int r;
 
-        if (keep < 1 || j->generation == 0)
+        if (j->generation == 0)
                 return -EINVAL;
         if (generations_migration_due(dir_fd, j)) {
                 r = generations_migrate(dir_fd, j);
@@ -1047,7 +1047,7 @@ int journal_record_generation(int dir_fd, Journal *j, unsigned keep) {
         snprintf(name, sizeof(name), "%" PRIu64 ".json", j->generation);
         snprintf(tmp, sizeof(tmp), "%s.tmp%d", name, (int) getpid());
         (void) unlinkat(fd, tmp, 0);
-        if (linkat(dir_fd, JOURNAL_STATE, fd, tmp, 0) < 0)
+        if (linkat(dir_fd, from, fd, tmp, 0) < 0)
                 return negative_errno();
         if (renameat(fd, tmp, fd, name) < 0) {
                 r = negative_errno();
@@ -1056,14 +1056,92 @@ int journal_record_generation(int dir_fd, Journal *j, unsigned keep) {
         }
         /* What is in memory is not the history any more. */
         j->generations_loaded = false;
-        r = generations_list(fd, j->generation, true, &list, &count);
+        *ret_gfd = TAKE_FD(fd);
+        return 0;
+}
+
+/* The newest keep (>= 1) records at most, none newer than j's generation, no leftovers. */
+static int generations_prune(int gfd, const Journal *j, unsigned keep) {
+        _cleanup_free_ uint64_t *list = NULL;
+        size_t count = 0;
+        char name[32];
+        int r;
+
+        r = generations_list(gfd, j->generation, true, &list, &count);
         if (r < 0)
                 return r;
         for (size_t i = 0; i + keep < count; i++) {
                 snprintf(name, sizeof(name), "%" PRIu64 ".json", list[i]);
-                (void) unlinkat(fd, name, 0);
+                (void) unlinkat(gfd, name, 0);
         }
         return 0;
+}
+
+int journal_record_generation(int dir_fd, Journal *j, unsigned keep) {
+        _cleanup_close_ int gfd = -EBADF;
+        int r;
+
+        if (keep < 1)
+                return -EINVAL;
+        r = generation_link(dir_fd, JOURNAL_STATE, j, &gfd);
+        if (r < 0)
+                return r;
+        return generations_prune(gfd, j, keep);
+}
+
+int journal_save_recording(int dir_fd, Journal *j, unsigned keep, int *ret_record_error) {
+        _cleanup_free_ char *text = NULL, *tmp = NULL;
+        _cleanup_close_ int fd = -EBADF, gfd = -EBADF;
+        const char *p;
+        size_t left;
+        int r, rec;
+
+        if (keep < 1)
+                return -EINVAL;
+        if (j->generations_dirty) {
+                r = generations_migrate(dir_fd, j);
+                if (r < 0)
+                        return r;
+        }
+        r = journal_to_json(j, &text);
+        if (r < 0)
+                return r;
+        if (asprintf(&tmp, "%s.tmp%d", JOURNAL_STATE, (int) getpid()) < 0)
+                return -ENOMEM;
+        /* As write_file_atomic_at(), with the record linked to the new file before it is renamed
+         * over state.json: whatever moment a crash comes, the record is there once state.json
+         * says the generation (and one newer than state.json's is ignored). */
+        (void) unlinkat(dir_fd, tmp, 0);
+        fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+        if (fd < 0)
+                return negative_errno();
+        for (p = text, left = strlen(text); left > 0;) {
+                ssize_t k = write(fd, p, left);
+
+                if (k < 0) {
+                        r = negative_errno();
+                        goto fail;
+                }
+                p += k;
+                left -= (size_t) k;
+        }
+        if (fsync(fd) < 0) {
+                r = negative_errno();
+                goto fail;
+        }
+        rec = generation_link(dir_fd, tmp, j, &gfd);
+        if (renameat(dir_fd, tmp, dir_fd, JOURNAL_STATE) < 0) {
+                r = negative_errno();
+                goto fail;
+        }
+        if (rec >= 0)
+                rec = generations_prune(gfd, j, keep);
+        if (ret_record_error)
+                *ret_record_error = rec < 0 ? rec : 0;
+        return 0;
+fail:
+        (void) unlinkat(dir_fd, tmp, 0);
+        return r;
 }
 
 int journal_save(int dir_fd, Journal *j) {

@@ -26,7 +26,8 @@
 #     moves to generations/ with the next transition; a damaged, FIFO or
 #     symlinked generations/N.json is left by status (with a warning, the
 #     rest of the history listed) and moved aside by the next transition; so
-#     is a damaged generations.json.
+#     is a damaged generations.json; the record of a generation is written
+#     with the commit that makes it live (killed right after it, it is there).
 set -euo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -389,8 +390,13 @@ g=$GEN
 kept=$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')
 assert_eq "$kept" "[$((g - 1)), $g]" "status lists the history of generations/"
 assert_eq "$(ls "$J/generations" | tr '\n' ' ')" "$((g - 1)).json $g.json " "one file per generation kept"
-assert_eq "$(stat -c %i "$J/generations/$g.json")" "$(stat -c %i "$J/state.json")" \
-	"generations/$g.json is the state.json that recorded it"
+# The record is the state.json the commit saved (a hard link); the rollback saved its pins
+# after it, in a new state.json: the same generation, time, modes and images.
+assert_eq "$(python3 -c '
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+print([a[k] == b[k] for k in ("generation", "when", "mutable", "images")])' "$J/generations/$g.json" "$J/state.json")" \
+	"[True, True, True, True]" "generations/$g.json is the live generation as its commit saved it"
 assert_eq "$(json_q "$(cat "$J/generations/$g.json")" '[d["generation"], "when" in d, "mutable" in d]')" "[$g, true, true]" \
 	"with the generation's time and modes"
 
@@ -496,6 +502,16 @@ rm -f "$J/generations.json.corrupt"
 status_json
 assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "[$((GEN - 1)), $GEN]" "the newest two kept (Generations=2)"
 assert_eq "$(ls "$J/generations" | tr '\n' ' ')" "$((GEN - 1)).json $GEN.json " "the oldest file removed"
+assert_eq "$(stat -c %i "$J/generations/$GEN.json")" "$(stat -c %i "$J/state.json")" \
+	"after a plain refresh the record is the live state.json itself"
+
+check "killed right after the commit that made a generation live: its record is there"
+SYSEXTD_TEST_HOOK=after-commit run_sysextd refresh --always-refresh=yes
+assert_rc 137 "refresh killed after its commit"
+assert_eq "$(json_q "$(cat "$J/state.json")" 'd["generation"]')" "$((GEN + 1))" "the generation is live"
+[[ -f $J/generations/$((GEN + 1)).json ]] || fail "generation $((GEN + 1)) is missing from the history"
+status_json
+assert_eq "$(json_q "$STATUS" '[x["generation"] for x in d["generations"]]')" "[$((GEN - 1)), $GEN]" "listed"
 
 # ------------------------------------------------------------ end
 check "unmerge: the base, and the loop devices as before"
