@@ -22,8 +22,10 @@
  *                   with what caused it (sysextd(8), ROLLBACK); all optional, so that a file
  *                   written before them loads with none;
  *   generations/N.json the history (generation.h): generation N as it went live, for the last
- *                   Generations= generations.  Each is the state.json that recorded it, kept
- *                   as a hard link (state.json is replaced by rename, never rewritten in
+ *                   Generations= generations.  Each is the state.json that the commit of N
+ *                   wrote, kept as a hard link made before that file is renamed into place
+ *                   (journal_save_recording(): no moment has state.json naming a generation
+ *                   the history lacks; state.json is replaced by rename, never rewritten in
  *                   place), so recording a generation costs a link and an unlink, whatever the
  *                   number of images: state.json carries the generation's "when" and
  *                   "mutable" modes for this, and only its compatible images count.  Read
