@@ -163,6 +163,11 @@ char *strstrip(char *s) {
 }
 
 int write_file_atomic_at(int dir_fd, const char *path, const char *content, mode_t mode) {
+        return write_file_atomic_hook_at(dir_fd, path, content, mode, NULL, NULL);
+}
+
+int write_file_atomic_hook_at(int dir_fd, const char *path, const char *content, mode_t mode,
+                              void (*before_rename)(int dir_fd, const char *tmp, void *userdata), void *userdata) {
         _cleanup_free_ char *tmp = NULL;
         _cleanup_close_ int fd = -EBADF;
         size_t len = strlen(content);
@@ -185,7 +190,13 @@ int write_file_atomic_at(int dir_fd, const char *path, const char *content, mode
                 content += k;
                 len -= k;
         }
-        if (fsync(fd) < 0 || renameat(dir_fd, tmp, dir_fd, path) < 0) {
+        if (fsync(fd) < 0) {
+                r = negative_errno();
+                goto fail;
+        }
+        if (before_rename)
+                before_rename(dir_fd, tmp, userdata);
+        if (renameat(dir_fd, tmp, dir_fd, path) < 0) {
                 r = negative_errno();
                 goto fail;
         }

@@ -38,6 +38,10 @@ char *strstrip(char *s);
 
 /* Write a file atomically: temporary file in the same directory, fsync, rename. */
 int write_file_atomic_at(int dir_fd, const char *path, const char *content, mode_t mode);
+/* The same, calling before_rename with the written and synced temporary file (its name in
+ * dir_fd) right before it is renamed over path: what must exist once path says so. */
+int write_file_atomic_hook_at(int dir_fd, const char *path, const char *content, mode_t mode,
+                              void (*before_rename)(int dir_fd, const char *tmp, void *userdata), void *userdata);
 int mkdir_p_at(int dir_fd, const char *path, mode_t mode);
 
 /* Version comparison in the spirit of strverscmp_improved(): digits compare as numbers,

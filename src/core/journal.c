@@ -344,16 +344,11 @@ static void history_write(JsonWriter *w, const Journal *j) {
                 const Pin *p = &j->pins.pins[i];
 
                 json_writer_begin_object(w);
-                json_writer_key(w, "class");
-                json_writer_string(w, image_class_to_string(p->klass));
-                json_writer_key(w, "name");
-                json_writer_string(w, p->name);
-                json_writer_key(w, "version");
-                json_writer_string(w, p->version);
-                json_writer_key(w, "from_version");
-                json_writer_string(w, p->from_version);
-                json_writer_key(w, "generation");
-                json_writer_u64(w, p->generation);
+                json_writer_field_string(w, "class", image_class_to_string(p->klass));
+                json_writer_field_string(w, "name", p->name);
+                json_writer_field_string(w, "version", p->version);
+                json_writer_field_string(w, "from_version", p->from_version);
+                json_writer_field_u64(w, "generation", p->generation);
                 json_writer_end_object(w);
         }
         json_writer_end_array(w);
@@ -361,29 +356,20 @@ static void history_write(JsonWriter *w, const Journal *j) {
         if (j->confirm_generation > 0) {
                 json_writer_key(w, "confirm");
                 json_writer_begin_object(w);
-                json_writer_key(w, "generation");
-                json_writer_u64(w, j->confirm_generation);
-                json_writer_key(w, "since");
-                json_writer_u64(w, j->confirm_since);
-                json_writer_key(w, "deadline");
-                json_writer_u64(w, j->confirm_deadline);
-                json_writer_key(w, "target");
-                json_writer_u64(w, j->confirm_target);
+                json_writer_field_u64(w, "generation", j->confirm_generation);
+                json_writer_field_u64(w, "since", j->confirm_since);
+                json_writer_field_u64(w, "deadline", j->confirm_deadline);
+                json_writer_field_u64(w, "target", j->confirm_target);
                 json_writer_end_object(w);
         }
         if (j->rollback_reason) {
                 json_writer_key(w, "last_rollback");
                 json_writer_begin_object(w);
-                json_writer_key(w, "when");
-                json_writer_u64(w, j->rollback_when);
-                json_writer_key(w, "from");
-                json_writer_u64(w, j->rollback_from);
-                json_writer_key(w, "to");
-                json_writer_u64(w, j->rollback_to);
-                json_writer_key(w, "reason");
-                json_writer_string(w, j->rollback_reason);
-                json_writer_key(w, "error");
-                json_writer_string(w, j->rollback_error);
+                json_writer_field_u64(w, "when", j->rollback_when);
+                json_writer_field_u64(w, "from", j->rollback_from);
+                json_writer_field_u64(w, "to", j->rollback_to);
+                json_writer_field_string(w, "reason", j->rollback_reason);
+                json_writer_field_string(w, "error", j->rollback_error);
                 json_writer_end_object(w);
         }
 }
@@ -483,20 +469,13 @@ int journal_to_json(const Journal *j, char **ret) {
         JsonWriter w = {};
 
         json_writer_begin_object(&w);
-        json_writer_key(&w, "version");
-        json_writer_u64(&w, JOURNAL_VERSION);
-        json_writer_key(&w, "generation");
-        json_writer_u64(&w, j->generation);
-        json_writer_key(&w, "config_stamp");
-        json_writer_u64(&w, j->config_stamp);
-        json_writer_key(&w, "mount_namespace");
-        json_writer_u64(&w, j->mount_ns);
-        json_writer_key(&w, "incomplete");
-        json_writer_bool(&w, j->incomplete);
-        json_writer_key(&w, "forced");
-        json_writer_bool(&w, j->forced);
-        json_writer_key(&w, "when");
-        json_writer_u64(&w, j->when);
+        json_writer_field_u64(&w, "version", JOURNAL_VERSION);
+        json_writer_field_u64(&w, "generation", j->generation);
+        json_writer_field_u64(&w, "config_stamp", j->config_stamp);
+        json_writer_field_u64(&w, "mount_namespace", j->mount_ns);
+        json_writer_field_bool(&w, "incomplete", j->incomplete);
+        json_writer_field_bool(&w, "forced", j->forced);
+        json_writer_field_u64(&w, "when", j->when);
         json_writer_key(&w, "mutable");
         json_writer_begin_object(&w);
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
@@ -509,10 +488,8 @@ int journal_to_json(const Journal *j, char **ret) {
         json_writer_begin_array(&w);
         for (size_t i = 0; i < j->n_hierarchies; i++) {
                 json_writer_begin_object(&w);
-                json_writer_key(&w, "hierarchy");
-                json_writer_string(&w, j->hierarchies[i].hierarchy);
-                json_writer_key(&w, "tree");
-                json_writer_string(&w, j->hierarchies[i].tree);
+                json_writer_field_string(&w, "hierarchy", j->hierarchies[i].hierarchy);
+                json_writer_field_string(&w, "tree", j->hierarchies[i].tree);
                 json_writer_end_object(&w);
         }
         json_writer_end_array(&w);
@@ -523,24 +500,18 @@ int journal_to_json(const Journal *j, char **ret) {
         if (j->pending) {
                 json_writer_key(&w, "pending");
                 json_writer_begin_object(&w);
-                json_writer_key(&w, "generation");
-                json_writer_u64(&w, j->pending_generation);
+                json_writer_field_u64(&w, "generation", j->pending_generation);
                 if (j->delay_deadline > 0) {
-                        json_writer_key(&w, "delayed_since");
-                        json_writer_u64(&w, j->delayed_since);
-                        json_writer_key(&w, "delay_deadline");
-                        json_writer_u64(&w, j->delay_deadline);
+                        json_writer_field_u64(&w, "delayed_since", j->delayed_since);
+                        json_writer_field_u64(&w, "delay_deadline", j->delay_deadline);
                 }
                 json_writer_key(&w, "transitions");
                 json_writer_begin_array(&w);
                 for (size_t i = 0; i < j->n_transitions; i++) {
                         json_writer_begin_object(&w);
-                        json_writer_key(&w, "hierarchy");
-                        json_writer_string(&w, j->transitions[i].hierarchy);
-                        json_writer_key(&w, "old_tree");
-                        json_writer_string(&w, j->transitions[i].old_tree);
-                        json_writer_key(&w, "new_tree");
-                        json_writer_string(&w, j->transitions[i].new_tree);
+                        json_writer_field_string(&w, "hierarchy", j->transitions[i].hierarchy);
+                        json_writer_field_string(&w, "old_tree", j->transitions[i].old_tree);
+                        json_writer_field_string(&w, "new_tree", j->transitions[i].new_tree);
                         json_writer_end_object(&w);
                 }
                 json_writer_end_array(&w);
@@ -781,7 +752,7 @@ static int generations_list(int fd, uint64_t up_to, bool remove_stale, uint64_t 
         _cleanup_free_ uint64_t *l = NULL;
         size_t n = 0, allocated = 0;
         struct dirent *de;
-        DIR *d;
+        _cleanup_closedir_ DIR *d = NULL;
         int dfd, r = 0;
 
         dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
@@ -822,7 +793,6 @@ static int generations_list(int fd, uint64_t up_to, bool remove_stale, uint64_t 
                 }
                 l[n++] = g;
         }
-        closedir(d);
         if (r < 0)
                 return r;
         if (n > 0)
@@ -1077,27 +1047,25 @@ static int generations_prune(int gfd, const Journal *j, unsigned keep) {
         return 0;
 }
 
-int journal_record_generation(int dir_fd, Journal *j, unsigned keep) {
-        _cleanup_close_ int gfd = -EBADF;
-        int r;
+typedef struct RecordContext {
+        Journal *j;
+        unsigned keep;
+        int gfd, r;
+} RecordContext;
 
-        if (keep < 1)
-                return -EINVAL;
-        r = generation_link(dir_fd, JOURNAL_STATE, j, &gfd);
-        if (r < 0)
-                return r;
-        return generations_prune(gfd, j, keep);
+/* write_file_atomic_hook_at()'s hook: the new state.json, written and synced, is linked as
+ * the record before it is renamed into place. */
+static void record_before_rename(int dir_fd, const char *tmp, void *userdata) {
+        RecordContext *c = userdata;
+
+        c->r = generation_link(dir_fd, tmp, c->j, &c->gfd);
 }
 
 int journal_save_recording(int dir_fd, Journal *j, unsigned keep, int *ret_record_error) {
-        _cleanup_free_ char *text = NULL, *tmp = NULL;
-        _cleanup_close_ int fd = -EBADF, gfd = -EBADF;
-        const char *p;
-        size_t left;
-        int r, rec;
+        _cleanup_free_ char *text = NULL;
+        RecordContext c = { .j = j, .keep = keep, .gfd = -EBADF };
+        int r;
 
-        if (keep < 1)
-                return -EINVAL;
         if (j->generations_dirty) {
                 r = generations_migrate(dir_fd, j);
                 if (r < 0)
@@ -1106,55 +1074,17 @@ int journal_save_recording(int dir_fd, Journal *j, unsigned keep, int *ret_recor
         r = journal_to_json(j, &text);
         if (r < 0)
                 return r;
-        if (asprintf(&tmp, "%s.tmp%d", JOURNAL_STATE, (int) getpid()) < 0)
-                return -ENOMEM;
-        /* As write_file_atomic_at(), with the record linked to the new file before it is renamed
-         * over state.json: whatever moment a crash comes, the record is there once state.json
-         * says the generation (and one newer than state.json's is ignored). */
-        (void) unlinkat(dir_fd, tmp, 0);
-        fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-        if (fd < 0)
-                return negative_errno();
-        for (p = text, left = strlen(text); left > 0;) {
-                ssize_t k = write(fd, p, left);
-
-                if (k < 0) {
-                        r = negative_errno();
-                        goto fail;
-                }
-                p += k;
-                left -= (size_t) k;
-        }
-        if (fsync(fd) < 0) {
-                r = negative_errno();
-                goto fail;
-        }
-        rec = generation_link(dir_fd, tmp, j, &gfd);
-        if (renameat(dir_fd, tmp, dir_fd, JOURNAL_STATE) < 0) {
-                r = negative_errno();
-                goto fail;
-        }
-        if (rec >= 0)
-                rec = generations_prune(gfd, j, keep);
+        /* Whatever moment a crash comes, the record is there once state.json says the
+         * generation (and one newer than state.json's is ignored). */
+        r = write_file_atomic_hook_at(dir_fd, JOURNAL_STATE, text, 0644, keep > 0 ? record_before_rename : NULL, &c);
+        if (r >= 0 && keep > 0 && c.r >= 0)
+                c.r = generations_prune(c.gfd, j, keep);
+        safe_close(c.gfd);
         if (ret_record_error)
-                *ret_record_error = rec < 0 ? rec : 0;
-        return 0;
-fail:
-        (void) unlinkat(dir_fd, tmp, 0);
+                *ret_record_error = c.r < 0 ? c.r : 0;
         return r;
 }
 
 int journal_save(int dir_fd, Journal *j) {
-        _cleanup_free_ char *text = NULL;
-        int r;
-
-        if (j->generations_dirty) {
-                r = generations_migrate(dir_fd, j);
-                if (r < 0)
-                        return r;
-        }
-        r = journal_to_json(j, &text);
-        if (r < 0)
-                return r;
-        return write_file_atomic_at(dir_fd, JOURNAL_STATE, text, 0644);
+        return journal_save_recording(dir_fd, j, 0, NULL);
 }

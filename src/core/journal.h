@@ -161,13 +161,11 @@ JournalHierarchy *journal_find_hierarchy(Journal *j, const char *hierarchy);
 /* Sets the tree of a hierarchy (adding the entry when missing); tree may be NULL. */
 int journal_set_tree(Journal *j, const char *hierarchy, const char *tree);
 
-/* Records j's generation in the history: state.json as just saved from j becomes
- * generations/N.json (a hard link), and the history keeps the newest keep (>= 1) at most. */
-int journal_record_generation(int dir_fd, Journal *j, unsigned keep);
-/* journal_save() and journal_record_generation() in one, without a moment where state.json
- * says a generation its record is missing for: the record is linked to the new state.json
- * before that is renamed into place.  Returns < 0 when state.json was not saved; a record that
- * failed (state.json saved all the same) is *ret_record_error. */
+/* journal_save() that records j's generation in the history too, keeping the newest keep
+ * (0: no record), without a moment where state.json says a generation its record is missing
+ * for: generations/N.json is linked to the new state.json before that is renamed into place.
+ * Returns < 0 when state.json was not saved; a record that failed (state.json saved all the
+ * same) is *ret_record_error. */
 int journal_save_recording(int dir_fd, Journal *j, unsigned keep, int *ret_record_error);
 void journal_confirm_clear(Journal *j);
 /* Records the last rollback (error may be NULL). */

@@ -298,6 +298,21 @@ void json_writer_strv(JsonWriter *w, char *const *l) {
         json_writer_end_array(w);
 }
 
+void json_writer_field_u64(JsonWriter *w, const char *key, uint64_t v) {
+        json_writer_key(w, key);
+        json_writer_u64(w, v);
+}
+
+void json_writer_field_string(JsonWriter *w, const char *key, const char *s) {
+        json_writer_key(w, key);
+        json_writer_string(w, s);
+}
+
+void json_writer_field_bool(JsonWriter *w, const char *key, bool v) {
+        json_writer_key(w, key);
+        json_writer_bool(w, v);
+}
+
 int json_writer_finish(JsonWriter *w, char **ret) {
         if (w->failed || !w->buf) {
                 json_writer_done(w);

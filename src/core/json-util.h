@@ -58,6 +58,10 @@ void json_writer_i64(JsonWriter *w, int64_t v);
 void json_writer_bool(JsonWriter *w, bool v);
 void json_writer_null(JsonWriter *w);
 void json_writer_strv(JsonWriter *w, char *const *l); /* NULL: [] */
+/* A key and its value. */
+void json_writer_field_u64(JsonWriter *w, const char *key, uint64_t v);
+void json_writer_field_string(JsonWriter *w, const char *key, const char *s);
+void json_writer_field_bool(JsonWriter *w, const char *key, bool v);
 /* The text (taken by *ret), or -ENOMEM. */
 int json_writer_finish(JsonWriter *w, char **ret);
 void json_writer_done(JsonWriter *w);

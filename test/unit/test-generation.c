@@ -447,6 +447,7 @@ static void test_journal(void) {
                 _cleanup_journal_ Journal a = {}, b = {}, c = {}, d = {};
                 _cleanup_free_ char *onfile = NULL;
                 struct stat st1, st2;
+                int rec = -1;
                 static const int yes[_IMAGE_CLASS_MAX] = { MUTABLE_EPHEMERAL, MUTABLE_NO };
 
                 CHECK(dfd >= 0);
@@ -513,8 +514,7 @@ static void test_journal(void) {
                  * not in the generation, and no reason to call the record damaged. */
                 add_image(&a.images, "oth\x01er", "1", false, 10);
                 a.images.images[1].verdict = IMAGE_INCOMPATIBLE;
-                CHECK(journal_save(dfd, &a) == 0);
-                CHECK(journal_record_generation(dfd, &a, 2) == 0 && !a.generations_loaded);
+                CHECK(journal_save_recording(dfd, &a, 2, &rec) == 0 && rec == 0 && !a.generations_loaded);
                 CHECK(fstatat(dfd, JOURNAL_STATE, &st1, 0) == 0 && fstatat(dfd, JOURNAL_GENERATIONS "/8.json", &st2, 0) == 0);
                 CHECK(st1.st_ino == st2.st_ino && st2.st_nlink == 2);
                 CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/6.json", F_OK, AT_SYMLINK_NOFOLLOW) < 0);
@@ -534,7 +534,7 @@ static void test_journal(void) {
                 b.when = 444;
                 CHECK(journal_save(dfd, &b) == 0);
                 CHECK(journal_load_generations(dfd, &b, false) == 0 && b.n_generations == 0);
-                CHECK(journal_record_generation(dfd, &b, 3) == 0);
+                CHECK(journal_save_recording(dfd, &b, 3, &rec) == 0 && rec == 0);
                 CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/7.json", F_OK, AT_SYMLINK_NOFOLLOW) < 0);
                 CHECK(faccessat(dfd, JOURNAL_GENERATIONS "/8.json", F_OK, AT_SYMLINK_NOFOLLOW) < 0);
                 CHECK(journal_load_generations(dfd, &b, false) == 0 && b.n_generations == 1 && b.generations[0].when == 444);
@@ -585,7 +585,7 @@ static void test_journal(void) {
                 CHECK(journal_save(dfd, &c) == 0);
                 CHECK(journal_load(dfd, &d, NULL) == 0 && d.generation == 10);
                 CHECK(journal_load_generations(dfd, &d, false) == 1 && d.n_generations == 0);
-                CHECK(journal_record_generation(dfd, &c, 3) == 0);
+                CHECK(journal_save_recording(dfd, &c, 3, &rec) == 0 && rec == 0);
                 CHECK(fstatat(dfd, JOURNAL_GENERATIONS ".corrupt", &st1, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st1.st_mode));
                 d.generations_loaded = false;
                 CHECK(journal_load_generations(dfd, &d, false) == 0 && d.n_generations == 1 && d.generations[0].generation == 10);

@@ -229,37 +229,54 @@ static int cache_steps(const char *dir) {
         return failed;
 }
 
-static void test_cache(void) {
-        char tmpl[] = "/tmp/test-mountinfo-XXXXXX";
-        char *dir = mkdtemp(tmpl);
-        int status = 0, p[2], failed = -1;
+/* Runs fn(dir, &aux) in a child with a private mount namespace of its own; its result and aux
+ * in ret.  False (after saying so) where this process cannot have one (not root). */
+static bool in_private_namespace(const char *dir, int (*fn)(const char *dir, int *aux), int ret[2]) {
+        int p[2], status = 0;
+        bool ok;
         pid_t pid;
 
-        CHECK(dir && pipe(p) == 0);
-        if (!dir)
-                return;
+        ret[0] = -1;
+        ret[1] = 0;
+        if (pipe(p) < 0)
+                return false;
         pid = fork();
         if (pid == 0) {
-                int f;
+                int res[2] = { -1, 0 };
 
                 if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-                        _exit(255); /* no namespace of our own: not root */
-                f = cache_steps(dir);
-                (void) !write(p[1], &f, sizeof(f));
+                        _exit(255);
+                res[0] = fn(dir, &res[1]);
+                (void) !write(p[1], res, sizeof(res));
                 _exit(0);
         }
         close(p[1]);
-        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status));
-        if (WEXITSTATUS(status) == 255)
+        ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) != 255;
+        if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 255)
                 printf("# skipped: no mount namespace of our own (not root?)\n");
-        else {
-                CHECK(read(p[0], &failed, sizeof(failed)) == sizeof(failed));
+        else
+                CHECK(ok && read(p[0], ret, 2 * sizeof(int)) == 2 * sizeof(int));
+        close(p[0]);
+        return ok;
+}
+
+static int cache_steps_fn(const char *dir, int *aux) {
+        return cache_steps(dir);
+}
+
+static void test_cache(void) {
+        char tmpl[] = "/tmp/test-mountinfo-XXXXXX";
+        char *dir = mkdtemp(tmpl);
+        int got[2];
+
+        CHECK(dir);
+        if (!dir)
+                return;
+        if (in_private_namespace(dir, cache_steps_fn, got))
                 for (int k = 0; k < 9; k++) {
                         printf("# step %d\n", k);
-                        CHECK(failed >= 0 && !(failed & (1 << k)));
+                        CHECK(got[0] >= 0 && !(got[0] & (1 << k)));
                 }
-        }
-        close(p[0]);
         /* The mounts were in the child's namespace only: what is left are directories. */
         for (const char *c = "abcd"; *c; c++) {
                 char sub[2] = { *c, 0 };
@@ -311,32 +328,15 @@ static int inspect_race(const char *root, int *ret_error) {
 static void test_inspect_race(void) {
         char tmpl[] = "/tmp/test-mountinfo-XXXXXX";
         char *dir = mkdtemp(tmpl);
-        int p[2], status = 0, got[2] = { -1, 0 };
-        pid_t pid;
+        int got[2];
 
-        CHECK(dir && pipe(p) == 0);
+        CHECK(dir);
         if (!dir)
                 return;
-        pid = fork();
-        if (pid == 0) {
-                int res[2] = { -1, 0 };
-
-                if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-                        _exit(255);
-                res[0] = inspect_race(dir, &res[1]);
-                (void) !write(p[1], res, sizeof(res));
-                _exit(0);
-        }
-        close(p[1]);
-        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status));
-        if (WEXITSTATUS(status) == 255)
-                printf("# skipped: no mount namespace of our own (not root?)\n");
-        else {
-                CHECK(read(p[0], got, sizeof(got)) == sizeof(got));
+        if (in_private_namespace(dir, inspect_race, got)) {
                 printf("# %d of 20000 inspections failed (last: %s)\n", got[0], got[1] ? strerror(got[1]) : "none");
                 CHECK(got[0] == 0);
         }
-        close(p[0]);
         CHECK(rmdir(dir) == 0);
 }
 
