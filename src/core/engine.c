@@ -589,6 +589,9 @@ static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
         _cleanup_free_ char *cert_display = NULL;
         uint64_t judged_by;
         ProbeContext ctx;
+        _cleanup_free_ Image **pending = NULL;
+        _cleanup_free_ int *fds = NULL;
+        size_t n_pending = 0, failed = 0;
         int facts_fd, r;
 
         r = engine_facts(e, &facts_fd);
@@ -619,18 +622,41 @@ static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
         };
         effective_policies(e, o, ctx.policy);
         judged_by = config_stamp(e, facts_fd, ctx.policy, ctx.force);
+        /* Each image up to its mount; the mounts of plain erofs images then all at once, on
+         * several threads (image_probe_mounted_all()). */
+        pending = calloc(l->n ?: 1, sizeof(Image *));
+        fds = calloc(l->n ?: 1, sizeof(int));
+        if (!pending || !fds)
+                return -ENOMEM;
         for (size_t i = 0; i < l->n; i++) {
+                int fd = -EBADF;
+
                 r = stop_if_requested(e);
                 if (r < 0)
-                        return r;
+                        goto finish;
                 if (cache_lookup(e, &l->images[i], ctx.mount_attrs[l->images[i].klass] != 0, judged_by))
                         continue;
                 l->images[i].judged_by = judged_by;
-                r = image_probe(&l->images[i], &ctx);
-                if (r < 0)
-                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to probe %s: %m", l->images[i].path);
+                r = image_probe_begin(&l->images[i], &ctx, &fd);
+                if (r < 0) {
+                        r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to probe %s: %m", l->images[i].path);
+                        goto finish;
+                }
+                if (r > 0) {
+                        pending[n_pending] = &l->images[i];
+                        fds[n_pending++] = fd;
+                }
         }
-        return 0;
+        r = stop_if_requested(e);
+        if (r < 0)
+                goto finish;
+        r = image_probe_mounted_all(pending, fds, n_pending, &ctx, &failed);
+        if (r < 0)
+                r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to probe %s: %m", pending[failed]->path);
+finish:
+        for (size_t i = 0; i < n_pending; i++)
+                safe_close(fds[i]);
+        return r < 0 ? r : 0;
 }
 
 /* Every image of the classes o covers, each class's in its search directories. */

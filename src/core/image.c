@@ -24,6 +24,11 @@
  *              erofs), otherwise a loop device attached and the file system mounted
  *              detached from it and verified (loopdev.c); then the release file read
  *              through the mount fd.
+ * Many images at once (image_probe_begin(), image_probe_mounted_all()): each up to its mount
+ * on the caller's thread, then the file-backed mounts of the plain erofs images, and all that
+ * is read through them, on up to four threads (CPUs allowing); what the kernel cannot mount
+ * from its file gets its loop device after that, on the caller's thread, in order.  The
+ * threads touch only their images and the files they were given, and block every signal.
  * A probed raw image holds a detached mount (and its loop device, if it needed one); they go
  * away when the image is released unless the mount was cloned into a tree first (then the
  * tree keeps them).
@@ -33,7 +38,11 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -47,6 +56,7 @@
 #include "missing.h"
 #include "mutable.h"
 #include "overlay.h"
+#include "testhook.h"
 #include "unit-files.h"
 #include "util.h"
 
@@ -1034,13 +1044,18 @@ static int dir_of(const char *rel, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
+static int mount_file(Image *img, const ProbeContext *ctx, int fd);
+static int probe_mounted(Image *img, const ProbeContext *ctx);
+static int attach_and_mount(Image *img, const ProbeContext *ctx, int fd, uint64_t offset, uint64_t size, VeritySource *v);
+
 /* Opens a raw image: recognises it, finds its verity data, applies the policy, attaches it,
- * verifies it and mounts it (detached) into img->root_fd. */
-static int probe_raw(Image *img, const ProbeContext *ctx) {
+ * verifies it and mounts it (detached) into img->root_fd.  A plain erofs image's mount is
+ * left to the caller when ret_pending_fd is given: 1, with the open file there
+ * (image_probe_mounted() makes the mount). */
+static int probe_raw(Image *img, const ProbeContext *ctx, int *ret_pending_fd) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *type = NULL, *msg = NULL, *dir = NULL, *dir_display = NULL, *why = NULL, *base = NULL;
         _cleanup_verity_source_ VeritySource v = { .hash_fd = -EBADF };
-        __attribute__((cleanup(verity_device_done))) VerityDevice vd = { .fd = -EBADF };
         uint64_t offset = 0, size = 0;
         ImageKind fs_kind;
         DiskLayout layout = {};
@@ -1141,17 +1156,40 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
          * no loop device to attach, find and verify.  -ENOTBLK is the kernel saying it cannot
          * (no file-backed erofs, or a file on tmpfs or overlayfs): a loop device then. */
         if (img->kind == IMAGE_EROFS && !v.roothash) {
-                r = file_mount(fd, img->fstype, ctx->mount_attrs[img->klass], &img->root_fd, &msg);
-                if (r >= 0) {
-                        img->backing = IMAGE_BACKING_FILE;
-                        return 0;
+                if (ret_pending_fd) {
+                        *ret_pending_fd = TAKE_FD(fd);
+                        return 1;
                 }
+                r = mount_file(img, ctx, fd);
                 if (r != -ENOTBLK)
-                        return refuse(img, IMAGE_REFUSED, "cannot mount %s file system: %s%s%s", img->fstype, strerror(-r),
-                                      msg ? ": " : "", msg ?: "");
-                free(msg);
-                msg = NULL;
+                        return r;
         }
+        return attach_and_mount(img, ctx, fd, offset, size, &v);
+}
+
+/* The file-backed erofs mount of a plain erofs image; -ENOTBLK when the kernel cannot (a loop
+ * device then). */
+static int mount_file(Image *img, const ProbeContext *ctx, int fd) {
+        _cleanup_free_ char *msg = NULL;
+        int r;
+
+        r = file_mount(fd, img->fstype, ctx->mount_attrs[img->klass], &img->root_fd, &msg);
+        if (r >= 0) {
+                img->backing = IMAGE_BACKING_FILE;
+                return 0;
+        }
+        if (r == -ENOTBLK)
+                return r;
+        return refuse(img, IMAGE_REFUSED, "cannot mount %s file system: %s%s%s", img->fstype, strerror(-r), msg ? ": " : "",
+                      msg ?: "");
+}
+
+/* A loop device for the file (offset and size: a partition's), dm-verity or the user-space
+ * check when v has a root hash, and the file system mounted from the device and verified. */
+static int attach_and_mount(Image *img, const ProbeContext *ctx, int fd, uint64_t offset, uint64_t size, VeritySource *v) {
+        _cleanup_free_ char *msg = NULL, *why = NULL;
+        __attribute__((cleanup(verity_device_done))) VerityDevice vd = { .fd = -EBADF };
+        int r;
 
         r = loopdev_attach(fd, offset, size, &img->loop);
         if (r < 0)
@@ -1160,16 +1198,16 @@ static int probe_raw(Image *img, const ProbeContext *ctx) {
         img->loop_devnum = img->loop->devnum;
         img->loop_diskseq = img->loop->diskseq;
 
-        if (v.roothash) {
+        if (v->roothash) {
                 img->verity = ctx->use_dm ? VERITY_DM : VERITY_USERSPACE;
-                r = verity_setup(&v, img->loop->fd, img->verity, img->name, &vd, &why);
+                r = verity_setup(v, img->loop->fd, img->verity, img->name, &vd, &why);
                 if (r == -ENOMEM)
                         return r;
                 if (r < 0)
                         return refuse(img, IMAGE_REFUSED, "%s", strna(why));
                 /* Verified: what the journal keeps to tell a copy of this image from another
                  * image (plan_image_same()). */
-                img->roothash = strdup(v.roothash);
+                img->roothash = strdup(v->roothash);
                 if (!img->roothash)
                         return -ENOMEM;
         }
@@ -1304,11 +1342,7 @@ static int find_release(Image *img, const char *dir, char **ret_name) {
         return 0;
 }
 
-int image_probe(Image *img, const ProbeContext *ctx) {
-        _cleanup_free_ char *release_path = NULL, *text = NULL, *mismatch = NULL, *file = NULL;
-        _cleanup_release_ Release rel = {};
-        const char *dir;
-        mode_t mode = 0;
+int image_probe_begin(Image *img, const ProbeContext *ctx, int *ret_file_fd) {
         int r;
 
         if (img->verdict == IMAGE_REFUSED)
@@ -1319,9 +1353,119 @@ int image_probe(Image *img, const ProbeContext *ctx) {
         if (img->kind == IMAGE_DIRECTORY)
                 r = probe_directory(img, ctx);
         else
-                r = probe_raw(img, ctx);
+                r = probe_raw(img, ctx, ret_file_fd);
+        if (r != 0 || img->verdict == IMAGE_REFUSED)
+                return r;
+        return probe_mounted(img, ctx);
+}
+
+int image_probe(Image *img, const ProbeContext *ctx) {
+        return image_probe_begin(img, ctx, NULL);
+}
+
+int image_probe_mounted(Image *img, const ProbeContext *ctx, int file_fd, bool may_fall_back) {
+        VeritySource none = { .hash_fd = -EBADF };
+        int r;
+
+        r = mount_file(img, ctx, file_fd);
+        if (r == -ENOTBLK) {
+                if (!may_fall_back)
+                        return 1;
+                r = attach_and_mount(img, ctx, file_fd, 0, 0, &none);
+        }
         if (r < 0 || img->verdict == IMAGE_REFUSED)
                 return r;
+        return probe_mounted(img, ctx);
+}
+
+/* At most this many threads besides the caller's, each for at least this many images: the
+ * kernel makes the mounts of file-backed erofs (a superblock, its backing device in sysfs)
+ * partly in parallel, and two threads already take most of what there is to gain. */
+#define PROBE_THREADS_MAX 3
+#define PROBE_IMAGES_PER_THREAD 4
+
+typedef struct ProbeWork {
+        Image **images;
+        const int *fds;
+        int *results;
+        size_t n;
+        const ProbeContext *ctx;
+        atomic_size_t next;
+} ProbeWork;
+
+static void *probe_work(void *userdata) {
+        ProbeWork *w = userdata;
+
+        for (size_t i; (i = atomic_fetch_add(&w->next, 1)) < w->n;)
+                w->results[i] = image_probe_mounted(w->images[i], w->ctx, w->fds[i], false);
+        return NULL;
+}
+
+static size_t probe_threads(size_t n) {
+        cpu_set_t cpus;
+        size_t want = n / PROBE_IMAGES_PER_THREAD, cpu_count;
+
+        /* The CPUs this process may run on (a unit's CPUAffinity=), less the caller's own. */
+        if (sched_getaffinity(0, sizeof(cpus), &cpus) < 0)
+                return 0;
+        cpu_count = (size_t) CPU_COUNT(&cpus);
+        want = MIN(want, cpu_count);
+        want = MIN(want, (size_t) PROBE_THREADS_MAX + 1);
+        return want > 0 ? want - 1 : 0;
+}
+
+int image_probe_mounted_all(Image **images, const int *fds, size_t n, const ProbeContext *ctx, size_t *ret_failed) {
+        _cleanup_free_ int *results = NULL;
+        pthread_t threads[PROBE_THREADS_MAX];
+        size_t n_threads = 0, want = probe_threads(n);
+        ProbeWork w;
+        sigset_t all, saved;
+
+        if (n == 0)
+                return 0;
+        results = calloc(n, sizeof(int));
+        if (!results) {
+                *ret_failed = 0;
+                return -ENOMEM;
+        }
+        w = (ProbeWork) { .images = images, .fds = fds, .results = results, .n = n, .ctx = ctx };
+        /* Signals stay the caller's: the threads block them all.  A thread that cannot be
+         * started leaves its share to the others. */
+        if (want > 0 && sigfillset(&all) == 0 && pthread_sigmask(SIG_BLOCK, &all, &saved) == 0) {
+                for (; n_threads < want; n_threads++)
+                        if (pthread_create(&threads[n_threads], NULL, probe_work, &w) != 0)
+                                break;
+                (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        }
+        probe_work(&w);
+        for (size_t t = 0; t < n_threads; t++)
+                (void) pthread_join(threads[t], NULL);
+#ifdef SYSEXTD_TEST_HOOKS
+        testhook_point("probe-threads", (long) n_threads);
+#endif
+
+        /* What the kernel could not mount from its file gets a loop device, here, one at a
+         * time, in the order of the images. */
+        for (size_t i = 0; i < n; i++) {
+                int r = results[i];
+
+                if (r == 1)
+                        r = image_probe_mounted(images[i], ctx, fds[i], true);
+                if (r < 0) {
+                        *ret_failed = i;
+                        return r;
+                }
+        }
+        return 0;
+}
+
+/* Everything read from the mounted image: its release file, what it ships. */
+static int probe_mounted(Image *img, const ProbeContext *ctx) {
+        _cleanup_free_ char *release_path = NULL, *text = NULL, *mismatch = NULL, *file = NULL;
+        _cleanup_release_ Release rel = {};
+        const char *dir;
+        mode_t mode = 0;
+        int r;
 
         /* The release file carries this image's own name (as systemd requires), resolved
          * inside the image, never through a symlink out of it.  A usr partition is mounted as

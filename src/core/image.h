@@ -196,6 +196,21 @@ int image_list_append(ImageList *a, ImageList *b);
  * failures become IMAGE_REFUSED with a reason; only a failure to run at all is returned. */
 int image_probe(Image *img, const ProbeContext *ctx);
 
+/* image_probe() in two halves, so that the mounts of many plain erofs images can be made at
+ * once (engine.c).  image_probe_begin() is image_probe() up to the mount: for a plain erofs
+ * image (no verity data) with ret_file_fd given, it returns 1 and the open file instead of
+ * mounting it.  image_probe_mounted() then mounts it from that file and reads the mounted
+ * image; where the kernel cannot mount it from a file, it attaches a loop device when
+ * may_fall_back is set and returns 1 when not.  image_probe_mounted() with may_fall_back
+ * unset touches nothing but img and the file, and reads ctx: it may run on several threads at
+ * once, for different images.  The caller closes the file. */
+int image_probe_begin(Image *img, const ProbeContext *ctx, int *ret_file_fd);
+int image_probe_mounted(Image *img, const ProbeContext *ctx, int file_fd, bool may_fall_back);
+/* image_probe_mounted() of each images[i] with fds[i], on up to four threads (fewer with fewer
+ * CPUs or images); then, one at a time, with a loop device where the kernel could not mount the
+ * file.  A failure to run at all (-ENOMEM) is returned with the image's index in *ret_failed. */
+int image_probe_mounted_all(Image **images, const int *fds, size_t n, const ProbeContext *ctx, size_t *ret_failed);
+
 /* Releases what a probe holds (mount fd, loop device), keeping the verdict. */
 void image_release(Image *img);
 

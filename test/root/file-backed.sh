@@ -8,7 +8,7 @@ set -euo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
 enter_sandbox "$@"
-require_cmd mkfs.erofs mksquashfs mkfs.ext4 veritysetup python3 cc
+require_cmd mkfs.erofs mksquashfs mkfs.ext4 veritysetup python3 cc taskset
 require_fs erofs squashfs ext4 overlay
 make_root
 
@@ -148,6 +148,100 @@ assert_file_content "$R/usr/share/fb/fb3" v6
 run_sysextd status
 assert_contains "$OUT" "Skipped bad1" "status lists the skipped image"
 rm "$R/var/lib/extensions/bad1.raw"
+
+check "many images at once: the same verdicts on one CPU as on all, each refused image by name"
+# 36 images: the mounts of the plain erofs ones are made on several threads (with two CPUs
+# or more); what cannot be mounted from its file (tmpfs, squashfs, verity) gets its loop
+# device afterwards, one at a time.  Every kind of verdict is among them.
+run_sysextd unmerge
+assert_ok "unmerge before the many images"
+rm -f "$R/var/lib/extensions"/*.raw
+for i in $(seq 1 24); do build "mn$i" v1; done
+t=$(EXT_RELEASE="ID=otheros" ext_tree mnos "$WORK/src/mnos")
+mk_erofs "$t" "$R/var/lib/extensions/mnos.raw"                # incompatible: another OS
+t=$(ext_tree mnnorel "$WORK/src/mnnorel")
+rm "$t/usr/lib/extension-release.d/extension-release.mnnorel"
+ext_file "$t" usr/share/fb/mnnorel v1
+mk_erofs "$t" "$R/var/lib/extensions/mnnorel.raw"            # incompatible: no release file
+t=$(ext_tree mnosrel "$WORK/src/mnosrel")
+ext_file "$t" usr/lib/os-release "ID=sysextdtest"
+mk_erofs "$t" "$R/var/lib/extensions/mnosrel.raw"            # refused: ships os-release
+t=$(ext_tree mnmark "$WORK/src/mnmark")
+ext_file "$t" usr/.sysextd/x v1
+mk_erofs "$t" "$R/var/lib/extensions/mnmark.raw"             # refused: the marker
+t=$(ext_tree mnfifo "$WORK/src/mnfifo")
+rm "$t/usr/lib/extension-release.d/extension-release.mnfifo"
+mkfifo "$t/usr/lib/extension-release.d/extension-release.mnfifo"
+mk_erofs "$t" "$R/var/lib/extensions/mnfifo.raw"             # refused: the release file is a FIFO
+t=$(ext_tree mnunit "$WORK/src/mnunit")
+ext_file "$t" usr/lib/systemd/system/mnunit.service "[Service]
+ExecStart=/bin/true"
+mk_erofs "$t" "$R/var/lib/extensions/mnunit.raw"             # ships a unit
+t=$(ext_tree mnopt "$WORK/src/mnopt")
+ext_file "$t" opt/mnopt/file v1
+mk_erofs "$t" "$R/var/lib/extensions/mnopt.raw"              # /opt only
+t=$(ext_tree mnbad "$WORK/src/mnbad")
+ext_file "$t" usr/share/fb/mnbad v1
+mk_erofs "$t" "$R/var/lib/extensions/mnbad.raw"              # refused: a corrupt superblock
+python3 - "$R/var/lib/extensions/mnbad.raw" <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(1024 + 0x30)
+    b = f.read(1)
+    f.seek(1024 + 0x30)
+    f.write(bytes([b[0] ^ 0xff]))
+PY
+build mnsq v1 squashfs                                         # a loop device
+for i in 1 2 3; do                                              # tmpfs: a loop device each
+	t=$(ext_tree "mntmp$i" "$WORK/src/mntmp$i")
+	ext_file "$t" "usr/share/fb/mntmp$i" v1
+	mk_erofs "$t" "$R/run/extensions/mntmp$i.raw"
+done
+# Every image as the journal records it (verdict, reason, kind, backing, hierarchies, units),
+# without the loop devices' numbers.
+journal_images() {
+	json_q "$(cat "$R/run/sysextd/state.json")" \
+		'[{k: v for k, v in i.items() if k not in ("loop_devnum", "loop_diskseq")} for i in d["images"]]'
+}
+threads_log=$WORK/probe-threads
+printf '#!/bin/sh\nexec taskset -c 0 %q "$@"\n' "$SYSEXTD" >"$WORK/one-cpu"
+chmod +x "$WORK/one-cpu"
+SYSEXTD=$WORK/one-cpu SYSEXTD_TEST_HOOK=probe-threads SYSEXTD_TEST_HOOK_EXEC="echo \$SYSEXTD_TEST_HOOK_ARG >>$threads_log" \
+	run_sysextd merge
+assert_ok "merge of 36 images on one CPU"
+one_cpu=$(journal_images)
+one_cpu_err=$ERR
+run_sysextd unmerge
+assert_ok "unmerge after the merge on one CPU"
+SYSEXTD_TEST_HOOK=probe-threads SYSEXTD_TEST_HOOK_EXEC="echo \$SYSEXTD_TEST_HOOK_ARG >>$threads_log" \
+	run_sysextd merge
+assert_ok "merge of 36 images on every CPU"
+cpus=$(nproc)
+want_threads=$(( (cpus > 4 ? 4 : cpus) - 1 ))
+assert_eq "$(cat "$threads_log")" "0
+$want_threads" "threads besides the caller's: on one CPU, then on $cpus"
+assert_eq "$(journal_images)" "$one_cpu" "every image as the journal records it, on one CPU and on all"
+assert_eq "$ERR" "$one_cpu_err" "what the merge said, on one CPU and on all"
+assert_eq "$(json_q "$(cat "$R/run/sysextd/state.json")" 'len([i for i in d["images"] if i["status"] == "compatible"])')" 30 \
+	"compatible images: 24, the unit, /opt, the squashfs and three on tmpfs"
+for n in mnos mnnorel; do
+	assert_eq "$(json_q "$(cat "$R/run/sysextd/state.json")" "[i['status'] for i in d['images'] if i['name'] == '$n']")" '["incompatible"]' "$n is incompatible"
+done
+for n in mnosrel mnmark mnfifo mnbad; do
+	assert_eq "$(json_q "$(cat "$R/run/sysextd/state.json")" "[i['status'] for i in d['images'] if i['name'] == '$n']")" '["refused"]' "$n is refused"
+done
+for i in $(seq 1 24); do assert_file_content "$R/usr/share/fb/mn$i" v1; done
+assert_file_content "$R/usr/share/fb/mnsq" v1
+for i in 1 2 3; do assert_file_content "$R/usr/share/fb/mntmp$i" v1; done
+assert_file_content "$R/opt/mnopt/file" v1
+[[ -f "$R/usr/lib/systemd/system/mnunit.service" ]] || fail "the unit mnunit ships is not merged"
+for n in mnnorel mnbad; do assert_missing "$R/usr/share/fb/$n"; done
+assert_contains "$ERR" "Skipping $R/var/lib/extensions/mnbad.raw: cannot mount erofs file system" "the corrupt image is skipped by name"
+assert_contains "$ERR" "Skipping $R/var/lib/extensions/mnfifo.raw:" "the image whose release file is a FIFO is skipped by name"
+run_sysextd status
+assert_contains "$OUT" "Images: 26 mounted from their files, 4 through loop devices" "status: the squashfs and the tmpfs images need loop devices"
+assert_eq "$(image_loops)" 4 "loop devices: the squashfs image's and the three tmpfs images'"
+rm -f "$R/run/extensions"/mntmp*.raw
 
 check "unmerge: the base, no erofs mount and no loop device of an image left"
 run_sysextd unmerge
