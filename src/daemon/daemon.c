@@ -518,13 +518,16 @@ static void manager_exit_if_done(Manager *m) {
                 (void) sd_event_exit(m->event, 0);
 }
 
-static void job_finish(Job *j) {
+/* The callers hear the outcome as soon as the worker's report is complete: the worker may
+ * still be exiting then (its memory given back), which they need not wait for; the next job
+ * does.  A worker that died before reporting is answered once it is reaped, with how it
+ * died. */
+static void job_answer(Job *j) {
         Manager *m = j->manager;
         json_object *doc = j->report.doc;
         int r;
 
-        if (!j->report.eof || !j->exited)
-                return;
+        j->answered = true;
         /* The job may have changed what the getters' status says. */
         manager_drop_status_snapshot(m);
 
@@ -557,6 +560,21 @@ static void job_finish(Job *j) {
          * signals, the watch built anew). */
         if (j->n_requests > 0)
                 (void) sd_bus_flush(m->bus);
+}
+
+static void job_finish(Job *j) {
+        Manager *m = j->manager;
+        json_object *doc = j->report.doc;
+
+        if (!j->report.eof)
+                return;
+        /* (A listing is answered at its end: until then, who asks for one joins it.) */
+        if (!j->answered && (j->exited || (doc && j->type != JOB_LIST)))
+                job_answer(j);
+        /* The next job waits for this worker's end: it may hold the lock until then. */
+        if (!j->exited)
+                return;
+        manager_drop_status_snapshot(m);
 
         if (j->type != JOB_LIST) {
                 bool died = !doc, recovery = j->recovery, complete = j->complete;

@@ -123,6 +123,7 @@ typedef struct Job {
         int fd;
         sd_event_source *io_source, *child_source;
         WorkerReport report;
+        bool answered; /* its callers: once the report is complete, maybe before the worker exited */
         bool exited;
         int status;
 

@@ -55,6 +55,9 @@ static _noreturn_ void worker_child(int sock, WorkerFunction f, void *userdata) 
         for (size_t i = 0; i < n_fds; i += WORKER_FDS_PER_MESSAGE)
                 if (send_with_fds(sock, "fds", 3, fds + i, MIN(WORKER_FDS_PER_MESSAGE, n_fds - i)) < 0)
                         _exit(2);
+        /* The end of the report now: the daemon answers its callers without waiting for this
+         * process to give its memory back (exit closes files only after that). */
+        safe_close(sock);
         _exit(0);
 }
 
