@@ -417,13 +417,17 @@ static int local_transition(Engine *e, EngineVerb verb, const EngineOptions *o, 
         return r < 0 ? r : 0;
 }
 
-static int run_local(const Args *a, EngineConfig *config) {
+static int run_local(const Args *a, EngineConfig *config, int *base_fd) {
         _cleanup_(engine_freep) Engine *e = NULL;
         int r;
 
         r = engine_new(a->root, config, &e);
         if (r < 0)
                 return log_error_errno(r, "Failed to open the root %s: %m", a->root ?: "/");
+        /* The root below the trees, reached for the configuration: the facts of the one
+         * transition this process runs, without a second helper to reach it again. */
+        if (*base_fd >= 0)
+                engine_adopt_facts(e, TAKE_FD(*base_fd));
 
         if (streq(a->verb, "merge"))
                 return local_transition(e, ENGINE_MERGE, &a->options, &a->output);
@@ -578,9 +582,11 @@ int main(int argc, char **argv) {
                         return 1;
                 }
                 r = base_fd < 0 ? -errno : config_load(base_fd, a.root, a.config, &config, &dconfig, &msg);
-                /* The copy of the mount tree goes at once: held, it would keep every file
-                 * system below the root busy for as long as this process (the daemon) lives. */
-                base_fd = safe_close(base_fd);
+                /* The daemon lets the copy of the mount tree go at once: held, it would keep
+                 * every file system below the root busy for as long as it lives.  A command
+                 * run here keeps it for the facts of its transition (run_local()). */
+                if (streq(a.verb, "daemon"))
+                        base_fd = safe_close(base_fd);
                 if (r >= 0)
                         r = config_apply_environment(&config, &msg);
                 if (r < 0) {
@@ -591,7 +597,7 @@ int main(int argc, char **argv) {
                 if (streq(a.verb, "daemon"))
                         r = daemon_run(a.root, &config, &dconfig);
                 else
-                        r = run_local(&a, &config);
+                        r = run_local(&a, &config, &base_fd);
                 engine_config_done(&config);
                 return r < 0 ? 1 : 0;
         }

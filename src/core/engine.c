@@ -127,6 +127,11 @@ int engine_new(const char *root, EngineConfig *config, Engine **ret) {
         return 0;
 }
 
+void engine_adopt_facts(Engine *e, int fd) {
+        safe_close(e->facts_fd);
+        e->facts_fd = fd;
+}
+
 void engine_drop_caches(Engine *e) {
         journal_cache_done(&e->journal_cache);
 }

@@ -90,6 +90,11 @@ typedef struct Engine {
 } Engine;
 
 int engine_new(const char *root, EngineConfig *config, Engine **ret); /* takes *config */
+/* The root below sysextd's trees (base_root_open()) that the caller opened a moment ago, for
+ * the host's facts (os-release, trusted certificates) of the next transition, which then
+ * forks no helper of its own to reach them: for a process that runs one transition and
+ * ends (the command line), never for the daemon, whose facts must be the moment's.  Takes fd. */
+void engine_adopt_facts(Engine *e, int fd);
 Engine *engine_free(Engine *e);
 /* Frees what is kept only to be faster next time (the parsed state.json). */
 void engine_drop_caches(Engine *e);
