@@ -22,6 +22,10 @@
 #include "output.h"
 #include "util.h"
 
+#ifdef SYSEXTD_TEST_HOOKS
+#include "testhook.h"
+#endif
+
 typedef struct Args {
         const char *root;
         const char *config;
@@ -425,9 +429,11 @@ static int run_local(const Args *a, EngineConfig *config, int *base_fd) {
         if (r < 0)
                 return log_error_errno(r, "Failed to open the root %s: %m", a->root ?: "/");
         /* The root below the trees, reached for the configuration: the facts of the one
-         * transition this process runs, without a second helper to reach it again. */
-        if (*base_fd >= 0)
+         * transition (or listing) this process runs, without a second helper to reach it
+         * again.  Other verbs read no facts: the copy of the mount tree goes now. */
+        if (*base_fd >= 0 && STR_IN_SET(a->verb, "merge", "refresh", "rollback", "list"))
                 engine_adopt_facts(e, TAKE_FD(*base_fd));
+        *base_fd = safe_close(*base_fd);
 
         if (streq(a->verb, "merge"))
                 return local_transition(e, ENGINE_MERGE, &a->options, &a->output);
@@ -583,8 +589,9 @@ int main(int argc, char **argv) {
                 }
                 r = base_fd < 0 ? -errno : config_load(base_fd, a.root, a.config, &config, &dconfig, &msg);
                 /* The daemon lets the copy of the mount tree go at once: held, it would keep
-                 * every file system below the root busy for as long as it lives.  A command
-                 * run here keeps it for the facts of its transition (run_local()). */
+                 * every file system below the root busy for as long as it lives.  A merge,
+                 * refresh, rollback or list run here keeps it for the host's facts
+                 * (run_local()). */
                 if (streq(a.verb, "daemon"))
                         base_fd = safe_close(base_fd);
                 if (r >= 0)
@@ -594,6 +601,9 @@ int main(int argc, char **argv) {
                         engine_config_done(&config);
                         return 1;
                 }
+#ifdef SYSEXTD_TEST_HOOKS
+                testhook_point("config-read", 0);
+#endif
                 if (streq(a.verb, "daemon"))
                         r = daemon_run(a.root, &config, &dconfig);
                 else

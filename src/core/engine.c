@@ -128,6 +128,16 @@ int engine_new(const char *root, EngineConfig *config, Engine **ret) {
 }
 
 void engine_adopt_facts(Engine *e, int fd) {
+        MountIdentity mnt, root_mnt;
+
+        /* A copy of the mount tree made with our trees stripped off (base.h): what is mounted
+         * later does not show in it.  The root itself, as base_root_open() gives it when none
+         * of our trees was there, would show a tree merged meanwhile (by a transition this one
+         * waits for at the lock): that one is reached again, under the lock. */
+        if (mount_identity_of_fd(fd, &mnt) < 0 || mount_identity_of_fd(e->root_fd, &root_mnt) < 0 || mnt.id == root_mnt.id) {
+                safe_close(fd);
+                return;
+        }
         safe_close(e->facts_fd);
         e->facts_fd = fd;
 }
@@ -655,8 +665,13 @@ static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
         r = stop_if_requested(e);
         if (r < 0)
                 goto finish;
+#ifdef SYSEXTD_TEST_HOOKS
+        testhook_point("probe-mounts", (long) n_pending);
+#endif
         r = image_probe_mounted_all(pending, fds, n_pending, &ctx, &failed);
-        if (r < 0)
+        if (r == -EINTR)
+                r = engine_fail(e, ENGINE_ERROR_FAILED, EINTR, "Interrupted; nothing was changed.");
+        else if (r < 0)
                 r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to probe %s: %m", pending[failed]->path);
 finish:
         for (size_t i = 0; i < n_pending; i++)

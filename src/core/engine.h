@@ -90,10 +90,13 @@ typedef struct Engine {
 } Engine;
 
 int engine_new(const char *root, EngineConfig *config, Engine **ret); /* takes *config */
-/* The root below sysextd's trees (base_root_open()) that the caller opened a moment ago, for
- * the host's facts (os-release, trusted certificates) of the next transition, which then
- * forks no helper of its own to reach them: for a process that runs one transition and
- * ends (the command line), never for the daemon, whose facts must be the moment's.  Takes fd. */
+/* The root below sysextd's trees (base_root_open()) that the caller reached before the lock
+ * (for the configuration), for the host's facts (os-release, trusted certificates) of the next
+ * transition, which then forks no helper of its own to reach them: for a process that runs one
+ * transition and ends (the command line), never for the daemon.  Only a copy of the mount
+ * tree made with our trees stripped off is taken (what is merged later does not show in it);
+ * the root itself, as base_root_open() gives it when nothing of ours was mounted, is not, as a
+ * tree merged meanwhile would show in it.  Takes fd. */
 void engine_adopt_facts(Engine *e, int fd);
 Engine *engine_free(Engine *e);
 /* Frees what is kept only to be faster next time (the parsed state.json). */

@@ -57,6 +57,7 @@
 #include "mutable.h"
 #include "overlay.h"
 #include "testhook.h"
+#include "transition.h"
 #include "unit-files.h"
 #include "util.h"
 
@@ -1051,7 +1052,7 @@ static int attach_and_mount(Image *img, const ProbeContext *ctx, int fd, uint64_
 /* Opens a raw image: recognises it, finds its verity data, applies the policy, attaches it,
  * verifies it and mounts it (detached) into img->root_fd.  A plain erofs image's mount is
  * left to the caller when ret_pending_fd is given: 1, with the open file there
- * (image_probe_mounted() makes the mount). */
+ * (image_probe_mounted_all() makes the mount). */
 static int probe_raw(Image *img, const ProbeContext *ctx, int *ret_pending_fd) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *type = NULL, *msg = NULL, *dir = NULL, *dir_display = NULL, *why = NULL, *base = NULL;
@@ -1363,16 +1364,26 @@ int image_probe(Image *img, const ProbeContext *ctx) {
         return image_probe_begin(img, ctx, NULL);
 }
 
-int image_probe_mounted(Image *img, const ProbeContext *ctx, int file_fd, bool may_fall_back) {
-        VeritySource none = { .hash_fd = -EBADF };
+/* The rest of a probe that image_probe_begin() left at the mount: the file-backed mount and
+ * what is read through it; 1 (nothing done) where the kernel cannot mount the file.  Touches
+ * nothing but img and the file, and reads ctx: several run at once, on several threads. */
+static int probe_pending(Image *img, const ProbeContext *ctx, int file_fd) {
         int r;
 
         r = mount_file(img, ctx, file_fd);
-        if (r == -ENOTBLK) {
-                if (!may_fall_back)
-                        return 1;
-                r = attach_and_mount(img, ctx, file_fd, 0, 0, &none);
-        }
+        if (r == -ENOTBLK)
+                return 1;
+        if (r < 0 || img->verdict == IMAGE_REFUSED)
+                return r;
+        return probe_mounted(img, ctx);
+}
+
+/* ... and where the kernel could not: a loop device (a plain erofs image has no verity data). */
+static int probe_pending_loop(Image *img, const ProbeContext *ctx, int file_fd) {
+        VeritySource none = { .hash_fd = -EBADF };
+        int r;
+
+        r = attach_and_mount(img, ctx, file_fd, 0, 0, &none);
         if (r < 0 || img->verdict == IMAGE_REFUSED)
                 return r;
         return probe_mounted(img, ctx);
@@ -1386,7 +1397,7 @@ int image_probe_mounted(Image *img, const ProbeContext *ctx, int file_fd, bool m
 
 typedef struct ProbeWork {
         Image **images;
-        const int *fds;
+        int *fds;
         int *results;
         size_t n;
         const ProbeContext *ctx;
@@ -1396,8 +1407,19 @@ typedef struct ProbeWork {
 static void *probe_work(void *userdata) {
         ProbeWork *w = userdata;
 
-        for (size_t i; (i = atomic_fetch_add(&w->next, 1)) < w->n;)
-                w->results[i] = image_probe_mounted(w->images[i], w->ctx, w->fds[i], false);
+        for (size_t i; (i = atomic_fetch_add(&w->next, 1)) < w->n;) {
+                /* Ctrl-C, SIGTERM, SIGHUP: no further mount (the caller's transition stops
+                 * with nothing changed). */
+                if (engine_stop_requested()) {
+                        w->results[i] = -EINTR;
+                        continue;
+                }
+                w->results[i] = probe_pending(w->images[i], w->ctx, w->fds[i]);
+                /* Mounted (or refused): the file is not needed any more; a file stays open
+                 * only for a loop device.  So no more fds are open at once than before. */
+                if (w->results[i] != 1)
+                        w->fds[i] = safe_close(w->fds[i]);
+        }
         return NULL;
 }
 
@@ -1414,7 +1436,7 @@ static size_t probe_threads(size_t n) {
         return want > 0 ? want - 1 : 0;
 }
 
-int image_probe_mounted_all(Image **images, const int *fds, size_t n, const ProbeContext *ctx, size_t *ret_failed) {
+int image_probe_mounted_all(Image **images, int *fds, size_t n, const ProbeContext *ctx, size_t *ret_failed) {
         _cleanup_free_ int *results = NULL;
         pthread_t threads[PROBE_THREADS_MAX];
         size_t n_threads = 0, want = probe_threads(n);
@@ -1450,7 +1472,7 @@ int image_probe_mounted_all(Image **images, const int *fds, size_t n, const Prob
                 int r = results[i];
 
                 if (r == 1)
-                        r = image_probe_mounted(images[i], ctx, fds[i], true);
+                        r = engine_stop_requested() ? -EINTR : probe_pending_loop(images[i], ctx, fds[i]);
                 if (r < 0) {
                         *ret_failed = i;
                         return r;

@@ -199,17 +199,16 @@ int image_probe(Image *img, const ProbeContext *ctx);
 /* image_probe() in two halves, so that the mounts of many plain erofs images can be made at
  * once (engine.c).  image_probe_begin() is image_probe() up to the mount: for a plain erofs
  * image (no verity data) with ret_file_fd given, it returns 1 and the open file instead of
- * mounting it.  image_probe_mounted() then mounts it from that file and reads the mounted
- * image; where the kernel cannot mount it from a file, it attaches a loop device when
- * may_fall_back is set and returns 1 when not.  image_probe_mounted() with may_fall_back
- * unset touches nothing but img and the file, and reads ctx: it may run on several threads at
- * once, for different images.  The caller closes the file. */
+ * mounting it.  image_probe_mounted_all() then mounts each images[i] from fds[i] and reads the
+ * mounted image, on up to four threads (one per CPU of the process's affinity mask, at least
+ * four images each), and closes each file once it is mounted (the caller closes what is left
+ * in fds, -EBADF where closed); then, on the caller's thread, in order, what the kernel could
+ * not mount from its file gets a loop device.  The threads touch only their images and files,
+ * read ctx, and block every signal.  A failure to run at all (-ENOMEM) is returned with the
+ * image's index in *ret_failed; -EINTR when a stop was asked for (engine_stop_requested())
+ * before every image was done. */
 int image_probe_begin(Image *img, const ProbeContext *ctx, int *ret_file_fd);
-int image_probe_mounted(Image *img, const ProbeContext *ctx, int file_fd, bool may_fall_back);
-/* image_probe_mounted() of each images[i] with fds[i], on up to four threads (fewer with fewer
- * CPUs or images); then, one at a time, with a loop device where the kernel could not mount the
- * file.  A failure to run at all (-ENOMEM) is returned with the image's index in *ret_failed. */
-int image_probe_mounted_all(Image **images, const int *fds, size_t n, const ProbeContext *ctx, size_t *ret_failed);
+int image_probe_mounted_all(Image **images, int *fds, size_t n, const ProbeContext *ctx, size_t *ret_failed);
 
 /* Releases what a probe holds (mount fd, loop device), keeping the verdict. */
 void image_release(Image *img);

@@ -18,6 +18,7 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -153,7 +154,10 @@ int release_read_host(int root_fd, Release *ret) {
         return r;
 }
 
-const char *release_native_architecture(void) {
+static char native_architecture[sizeof(((struct utsname *) 0)->machine)];
+static pthread_once_t native_architecture_once = PTHREAD_ONCE_INIT;
+
+static void native_architecture_init(void) {
         static const struct {
                 const char *machine, *arch;
         } table[] = {
@@ -163,14 +167,24 @@ const char *release_native_architecture(void) {
                 { "ppc64", "ppc64" },     { "s390x", "s390x" },    { "riscv64", "riscv64" },
                 { "loongarch64", "loongarch64" }, { "mips64", "mips64" },
         };
-        static struct utsname u;
+        struct utsname u;
+        const char *arch = "unknown";
 
-        if (uname(&u) < 0)
-                return "unknown";
-        for (size_t i = 0; i < ELEMENTSOF(table); i++)
-                if (streq(u.machine, table[i].machine))
-                        return table[i].arch;
-        return u.machine;
+        if (uname(&u) >= 0) {
+                arch = u.machine;
+                for (size_t i = 0; i < ELEMENTSOF(table); i++)
+                        if (streq(u.machine, table[i].machine)) {
+                                arch = table[i].arch;
+                                break;
+                        }
+        }
+        snprintf(native_architecture, sizeof(native_architecture), "%s", arch);
+}
+
+/* Worked out once: the probe matches release files on several threads (image.c). */
+const char *release_native_architecture(void) {
+        (void) pthread_once(&native_architecture_once, native_architecture_init);
+        return native_architecture;
 }
 
 int release_match(const Release *host, const Release *ext, ImageClass klass, char **ret_reason) {

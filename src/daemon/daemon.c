@@ -528,8 +528,11 @@ static void job_answer(Job *j) {
         int r;
 
         j->answered = true;
-        /* The job may have changed what the getters' status says. */
+        /* The job may have changed what the getters' status says, and what a listing says (a
+         * rollback's pins): a caller who asks next must not hear the old. */
         manager_drop_status_snapshot(m);
+        if (j->type != JOB_LIST)
+                json_object_putp(&m->list_cache);
 
         /* A transition (or recovery) that succeeded updated the followed namespaces, each
          * recording its error anew: the failed ones are announced before its caller hears that

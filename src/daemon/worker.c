@@ -10,6 +10,9 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "json-util.h"
+#ifdef SYSEXTD_TEST_HOOKS
+#include "testhook.h"
+#endif
 #include "util.h"
 #include "worker.h"
 
@@ -58,6 +61,9 @@ static _noreturn_ void worker_child(int sock, WorkerFunction f, void *userdata) 
         /* The end of the report now: the daemon answers its callers without waiting for this
          * process to give its memory back (exit closes files only after that). */
         safe_close(sock);
+#ifdef SYSEXTD_TEST_HOOKS
+        testhook_point("worker-exit", 0);
+#endif
         _exit(0);
 }
 

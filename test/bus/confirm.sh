@@ -10,7 +10,9 @@
 #       than root is refused (no polkit on this bus);
 #   (c) across a restart: refresh --confirm-within=8, the daemon killed by PID, started again
 #       by the next call: the deadline still rolls back;
-#   (d) a deadline that passed while no daemon ran: the daemon rolls back as it starts.
+#   (d) a deadline that passed while no daemon ran: the daemon rolls back as it starts;
+#   (e) a listing asked for right after a rollback's answer, while its worker still exits:
+#       the rollback's images, not a listing kept from before.
 # The daemon is killed by PID (SIGKILL) and started again by the next call (bus activation).
 set -euo pipefail
 # shellcheck source=test/lib.sh
@@ -159,6 +161,29 @@ status_json
 assert_eq "$(json_q "$STATUS" 'd["last_rollback"]["from"]')" "$g5" "rolled back from the unconfirmed generation"
 assert_eq "$(json_q "$STATUS" 'd["last_rollback"]["to"]')" "$((g4 + 1))" "rolled back to the generation before it"
 assert_eq "$(json_q "$STATUS" 'd["last_rollback"]["reason"]')" deadline "rolled back by the deadline"
+
+# ---------------------------------------------------------------- (e)
+# The daemon answers a rollback once its worker's report is complete; the worker may still be
+# exiting.  A listing asked for right then must be the rollback's, not one kept from before.
+if [[ $("$SYSEXTD" --version) == *"+test-hooks"* ]]; then
+	check "(e) a listing right after a rollback's answer, its worker still exiting: the new images"
+	stop_bus
+	noidle_config
+	# Every worker stays 2 s after its report (test hook worker-exit).
+	start_bus "$NOIDLE_CONF" SYSEXTD_TEST_HOOK=worker-exit SYSEXTD_TEST_HOOK_EXEC="sleep 2"
+	assert_eq "$(shows)" "v3 v3" "pinned at v3 by the rollback of (d)"
+	run_cli list
+	assert_ok "list"
+	assert_contains "$OUT" "app.raw.v/app_3.raw" "the listing picks the pinned version"
+	sleep 2.5
+	run_cli rollback --unpin
+	assert_ok "rollback --unpin"
+	assert_eq "$(shows)" "v5 v5" "unpinned: the newest"
+	run_cli list
+	assert_ok "list right after"
+	assert_contains "$OUT" "app.raw.v/app_5.raw" "the listing right after the answer picks the newest"
+	assert_not_contains "$OUT" "app.raw.v/app_3.raw" "no listing kept from before the rollback"
+fi
 
 stop_bus
 echo "PASS"

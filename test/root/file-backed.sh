@@ -150,7 +150,7 @@ assert_contains "$OUT" "Skipped bad1" "status lists the skipped image"
 rm "$R/var/lib/extensions/bad1.raw"
 
 check "many images at once: the same verdicts on one CPU as on all, each refused image by name"
-# 36 images: the mounts of the plain erofs ones are made on several threads (with two CPUs
+# 38 images: the mounts of the plain erofs ones are made on several threads (with two CPUs
 # or more); what cannot be mounted from its file (tmpfs, squashfs, verity) gets its loop
 # device afterwards, one at a time.  Every kind of verdict is among them.
 run_sysextd unmerge
@@ -159,6 +159,21 @@ rm -f "$R/var/lib/extensions"/*.raw
 for i in $(seq 1 24); do build "mn$i" v1; done
 t=$(EXT_RELEASE="ID=otheros" ext_tree mnos "$WORK/src/mnos")
 mk_erofs "$t" "$R/var/lib/extensions/mnos.raw"                # incompatible: another OS
+# ARCHITECTURE= is matched against uname(2)'s machine on every thread.
+case $(uname -m) in
+x86_64) native=x86-64 ;;
+aarch64) native=arm64 ;;
+*) native=$(uname -m) ;;
+esac
+t=$(EXT_RELEASE="ID=sysextdtest
+VERSION_ID=1
+ARCHITECTURE=$native" ext_tree mnarch "$WORK/src/mnarch")
+ext_file "$t" usr/share/fb/mnarch v1
+mk_erofs "$t" "$R/var/lib/extensions/mnarch.raw"             # this machine's architecture
+t=$(EXT_RELEASE="ID=sysextdtest
+VERSION_ID=1
+ARCHITECTURE=alpha" ext_tree mnalpha "$WORK/src/mnalpha")
+mk_erofs "$t" "$R/var/lib/extensions/mnalpha.raw"            # incompatible: another architecture
 t=$(ext_tree mnnorel "$WORK/src/mnnorel")
 rm "$t/usr/lib/extension-release.d/extension-release.mnnorel"
 ext_file "$t" usr/share/fb/mnnorel v1
@@ -204,27 +219,33 @@ journal_images() {
 		'[{k: v for k, v in i.items() if k not in ("loop_devnum", "loop_diskseq")} for i in d["images"]]'
 }
 threads_log=$WORK/probe-threads
-printf '#!/bin/sh\nexec taskset -c 0 %q "$@"\n' "$SYSEXTD" >"$WORK/one-cpu"
+# One of the CPUs this test may run on (not always CPU 0), and how many there are (nproc would
+# heed OMP_NUM_THREADS).
+cpu_one=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')
+cpus=$(python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
+printf '#!/bin/bash\nexec taskset -c %s %q "$@"\n' "$cpu_one" "$SYSEXTD" >"$WORK/one-cpu"
 chmod +x "$WORK/one-cpu"
 SYSEXTD=$WORK/one-cpu SYSEXTD_TEST_HOOK=probe-threads SYSEXTD_TEST_HOOK_EXEC="echo \$SYSEXTD_TEST_HOOK_ARG >>$threads_log" \
 	run_sysextd merge
-assert_ok "merge of 36 images on one CPU"
+assert_ok "merge of 38 images on one CPU"
 one_cpu=$(journal_images)
 one_cpu_err=$ERR
 run_sysextd unmerge
 assert_ok "unmerge after the merge on one CPU"
 SYSEXTD_TEST_HOOK=probe-threads SYSEXTD_TEST_HOOK_EXEC="echo \$SYSEXTD_TEST_HOOK_ARG >>$threads_log" \
 	run_sysextd merge
-assert_ok "merge of 36 images on every CPU"
-cpus=$(nproc)
-want_threads=$(( (cpus > 4 ? 4 : cpus) - 1 ))
-assert_eq "$(cat "$threads_log")" "0
+assert_ok "merge of 38 images on every CPU"
+# The number of threads is told through a test hook, in builds that have them.
+if [[ $("$SYSEXTD" --version) == *"+test-hooks"* ]]; then
+	want_threads=$(( (cpus > 4 ? 4 : cpus) - 1 ))
+	assert_eq "$(cat "$threads_log")" "0
 $want_threads" "threads besides the caller's: on one CPU, then on $cpus"
+fi
 assert_eq "$(journal_images)" "$one_cpu" "every image as the journal records it, on one CPU and on all"
 assert_eq "$ERR" "$one_cpu_err" "what the merge said, on one CPU and on all"
-assert_eq "$(json_q "$(cat "$R/run/sysextd/state.json")" 'len([i for i in d["images"] if i["status"] == "compatible"])')" 30 \
-	"compatible images: 24, the unit, /opt, the squashfs and three on tmpfs"
-for n in mnos mnnorel; do
+assert_eq "$(json_q "$(cat "$R/run/sysextd/state.json")" 'len([i for i in d["images"] if i["status"] == "compatible"])')" 31 \
+	"compatible images: 24, the unit, /opt, the architecture's, the squashfs and three on tmpfs"
+for n in mnos mnnorel mnalpha; do
 	assert_eq "$(json_q "$(cat "$R/run/sysextd/state.json")" "[i['status'] for i in d['images'] if i['name'] == '$n']")" '["incompatible"]' "$n is incompatible"
 done
 for n in mnosrel mnmark mnfifo mnbad; do
@@ -234,13 +255,37 @@ for i in $(seq 1 24); do assert_file_content "$R/usr/share/fb/mn$i" v1; done
 assert_file_content "$R/usr/share/fb/mnsq" v1
 for i in 1 2 3; do assert_file_content "$R/usr/share/fb/mntmp$i" v1; done
 assert_file_content "$R/opt/mnopt/file" v1
+assert_file_content "$R/usr/share/fb/mnarch" v1
+assert_contains "$ERR" "Skipping $R/var/lib/extensions/mnalpha.raw: not compatible with this system: ARCHITECTURE=alpha does not match this machine ($native)" \
+	"the image of another architecture is skipped, naming this machine's"
 [[ -f "$R/usr/lib/systemd/system/mnunit.service" ]] || fail "the unit mnunit ships is not merged"
 for n in mnnorel mnbad; do assert_missing "$R/usr/share/fb/$n"; done
 assert_contains "$ERR" "Skipping $R/var/lib/extensions/mnbad.raw: cannot mount erofs file system" "the corrupt image is skipped by name"
 assert_contains "$ERR" "Skipping $R/var/lib/extensions/mnfifo.raw:" "the image whose release file is a FIFO is skipped by name"
 run_sysextd status
-assert_contains "$OUT" "Images: 26 mounted from their files, 4 through loop devices" "status: the squashfs and the tmpfs images need loop devices"
+assert_contains "$OUT" "Images: 27 mounted from their files, 4 through loop devices" "status: the squashfs and the tmpfs images need loop devices"
 assert_eq "$(image_loops)" 4 "loop devices: the squashfs image's and the three tmpfs images'"
+
+check "SIGTERM while the images are mounted, or before their loop devices: nothing changed"
+# Test hooks: probe-mounts just before the mounts are made on the threads, probe-threads after
+# them, before the loop devices.  SIGTERM waits (the transition blocks it) and stops the rest.
+if [[ $("$SYSEXTD" --version) == *"+test-hooks"* ]]; then
+	state_before=$(cat "$R/run/sysextd/state.json")
+	mounts_before=$(wc -l </proc/self/mountinfo)
+	for point in probe-mounts probe-threads; do
+		SYSEXTD_TEST_HOOK=$point SYSEXTD_TEST_HOOK_EXEC='kill -TERM $PPID' run_sysextd refresh --always-refresh=yes
+		[[ $RC -ne 0 ]] || fail "a refresh sent SIGTERM at $point succeeded"
+		assert_contains "$ERR" "Interrupted; nothing was changed." "SIGTERM at $point: said so"
+		# It stopped there, not at the next check after the probe: no image was judged.
+		assert_not_contains "$ERR" "Skipping" "SIGTERM at $point: the probe stopped"
+		assert_eq "$(cat "$R/run/sysextd/state.json")" "$state_before" "SIGTERM at $point: state.json as it was"
+		assert_eq "$(wc -l </proc/self/mountinfo)" "$mounts_before" "SIGTERM at $point: the mount table as it was"
+		assert_file_content "$R/usr/share/fb/mn24" v1
+		assert_file_content "$R/usr/share/fb/mntmp3" v1
+		# (The squashfs image's loop device of the interrupted refresh goes on its own.)
+		_assert_back_to image_loops 4
+	done
+fi
 rm -f "$R/run/extensions"/mntmp*.raw
 
 check "unmerge: the base, no erofs mount and no loop device of an image left"

@@ -79,6 +79,21 @@ for line in sys.argv[1].splitlines():
 PY
 run_sysextd unmerge
 assert_ok "unmerge"
+
+# The command line reaches the root below the trees for its configuration before it takes the
+# lock, and keeps that for the facts only when it is a copy made with our trees stripped off: a
+# confext merged in between (here by another sysextd, from a test hook) must not supply them.
+if [[ $("$SYSEXTD" --version) == *"+test-hooks"* ]]; then
+	check "(a) a confext merged after the configuration was read, before the lock: the facts are still the host's"
+	SYSEXTD_TEST_HOOK=config-read \
+		SYSEXTD_TEST_HOOK_EXEC="env -u SYSEXTD_TEST_HOOK $SYSEXTD --root=$R --no-bus --class=confext merge" \
+		run_sysextd --class=sysext merge
+	assert_ok "merge of the sysexts, the confext merged meanwhile"
+	assert_file_content "$R/etc/os-release" $'ID=otheros\nVERSION_ID=1'
+	assert_eq "$(shows)" right "sysexts merged, judged by the host's os-release"
+	run_sysextd unmerge
+	assert_ok "unmerge"
+fi
 fi
 
 # ---------------------------------------------------------------- (b)
