@@ -662,17 +662,17 @@ static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
                         fds[n_pending++] = fd;
                 }
         }
-        r = stop_if_requested(e);
-        if (r < 0)
-                goto finish;
 #ifdef SYSEXTD_TEST_HOOKS
         testhook_point("probe-mounts", (long) n_pending);
 #endif
+        /* (It checks for a stop itself, before each image.) */
         r = image_probe_mounted_all(pending, fds, n_pending, &ctx, &failed);
         if (r == -EINTR)
                 r = engine_fail(e, ENGINE_ERROR_FAILED, EINTR, "Interrupted; nothing was changed.");
-        else if (r < 0)
+        else if (r < 0 && failed < n_pending)
                 r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to probe %s: %m", pending[failed]->path);
+        else if (r < 0)
+                r = engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to probe the images: %m");
 finish:
         for (size_t i = 0; i < n_pending; i++)
                 safe_close(fds[i]);

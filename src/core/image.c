@@ -1447,7 +1447,7 @@ int image_probe_mounted_all(Image **images, int *fds, size_t n, const ProbeConte
                 return 0;
         results = calloc(n, sizeof(int));
         if (!results) {
-                *ret_failed = 0;
+                *ret_failed = n; /* no image's */
                 return -ENOMEM;
         }
         w = (ProbeWork) { .images = images, .fds = fds, .results = results, .n = n, .ctx = ctx };

@@ -205,8 +205,8 @@ int image_probe(Image *img, const ProbeContext *ctx);
  * in fds, -EBADF where closed); then, on the caller's thread, in order, what the kernel could
  * not mount from its file gets a loop device.  The threads touch only their images and files,
  * read ctx, and block every signal.  A failure to run at all (-ENOMEM) is returned with the
- * image's index in *ret_failed; -EINTR when a stop was asked for (engine_stop_requested())
- * before every image was done. */
+ * image's index in *ret_failed (n: none's); -EINTR when a stop was asked for
+ * (engine_stop_requested()) before every image was done. */
 int image_probe_begin(Image *img, const ProbeContext *ctx, int *ret_file_fd);
 int image_probe_mounted_all(Image **images, int *fds, size_t n, const ProbeContext *ctx, size_t *ret_failed);
 

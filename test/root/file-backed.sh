@@ -46,6 +46,18 @@ rm "$R/var/lib/extensions/.probe.raw"
 image_loops() { losetup -a | grep -v -F "$WORK/ext4.img" | grep -c -F -e "$R/" -e "$WORK/" || true; }
 loops_before=$(loop_snapshot)
 
+# corrupt_superblock FILE — one byte of an erofs image's superblock (checksummed) flipped:
+# blkid still says erofs, the kernel refuses to mount it.
+corrupt_superblock() {
+	python3 - "$1" <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(1024 + 0x30)
+    b = f.read(1)
+    f.seek(1024 + 0x30)
+    f.write(bytes([b[0] ^ 0xff]))
+PY
+}
 build() { # NAME VERSION [KIND]
 	local t
 	t=$(ext_tree "$1" "$WORK/src/$1-$2")
@@ -130,15 +142,7 @@ check "a corrupt erofs image on ext4 is skipped by name, the others stay merged"
 t=$(ext_tree bad1 "$WORK/src/bad1")
 ext_file "$t" usr/share/fb/bad1 v1
 mk_erofs "$t" "$R/var/lib/extensions/bad1.raw"
-# One byte of the superblock (checksummed): blkid still says erofs, the kernel refuses.
-python3 - "$R/var/lib/extensions/bad1.raw" <<'PY'
-import sys
-with open(sys.argv[1], "r+b") as f:
-    f.seek(1024 + 0x30)
-    b = f.read(1)
-    f.seek(1024 + 0x30)
-    f.write(bytes([b[0] ^ 0xff]))
-PY
+corrupt_superblock "$R/var/lib/extensions/bad1.raw"
 run_sysextd refresh
 assert_ok "refresh with a corrupt image"
 assert_contains "$ERR" "Skipping $R/var/lib/extensions/bad1.raw: cannot mount erofs file system" "the image is skipped by name, with why"
@@ -198,14 +202,7 @@ mk_erofs "$t" "$R/var/lib/extensions/mnopt.raw"              # /opt only
 t=$(ext_tree mnbad "$WORK/src/mnbad")
 ext_file "$t" usr/share/fb/mnbad v1
 mk_erofs "$t" "$R/var/lib/extensions/mnbad.raw"              # refused: a corrupt superblock
-python3 - "$R/var/lib/extensions/mnbad.raw" <<'PY'
-import sys
-with open(sys.argv[1], "r+b") as f:
-    f.seek(1024 + 0x30)
-    b = f.read(1)
-    f.seek(1024 + 0x30)
-    f.write(bytes([b[0] ^ 0xff]))
-PY
+corrupt_superblock "$R/var/lib/extensions/mnbad.raw"
 build mnsq v1 squashfs                                         # a loop device
 for i in 1 2 3; do                                              # tmpfs: a loop device each
 	t=$(ext_tree "mntmp$i" "$WORK/src/mntmp$i")

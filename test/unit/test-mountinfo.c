@@ -229,6 +229,14 @@ static int cache_steps(const char *dir) {
         return failed;
 }
 
+/* A new directory for a test that mounts in a namespace of its own (tmpl: "...XXXXXX"). */
+static char *test_dir(char *tmpl) {
+        char *dir = mkdtemp(tmpl);
+
+        CHECK(dir);
+        return dir;
+}
+
 /* Runs fn(dir, &aux) in a child with a private mount namespace of its own; its result and aux
  * in ret.  False (after saying so) where this process cannot have one (not root). */
 static bool in_private_namespace(const char *dir, int (*fn)(const char *dir, int *aux), int ret[2]) {
@@ -266,10 +274,9 @@ static int cache_steps_fn(const char *dir, int *aux) {
 
 static void test_cache(void) {
         char tmpl[] = "/tmp/test-mountinfo-XXXXXX";
-        char *dir = mkdtemp(tmpl);
+        char *dir = test_dir(tmpl);
         int got[2];
 
-        CHECK(dir);
         if (!dir)
                 return;
         if (in_private_namespace(dir, cache_steps_fn, got))
@@ -327,10 +334,9 @@ static int inspect_race(const char *root, int *ret_error) {
 
 static void test_inspect_race(void) {
         char tmpl[] = "/tmp/test-mountinfo-XXXXXX";
-        char *dir = mkdtemp(tmpl);
+        char *dir = test_dir(tmpl);
         int got[2];
 
-        CHECK(dir);
         if (!dir)
                 return;
         if (in_private_namespace(dir, inspect_race, got)) {
