@@ -50,3 +50,13 @@
 static inline int sys_pidfd_open(pid_t pid, unsigned flags) {
         return (int) syscall(SYS_pidfd_open, pid, flags);
 }
+
+/* The id of the mount namespace of an nsfs fd (Linux 6.8). */
+#ifndef NS_GET_MNTNS_ID
+#define NS_GET_MNTNS_ID _IOR(0xb7, 0x5, __u64)
+#endif
+
+/* glibc has no wrapper for pivot_root(). */
+static inline int sys_pivot_root(const char *new_root, const char *put_old) {
+        return (int) syscall(SYS_pivot_root, new_root, put_old);
+}

@@ -434,6 +434,8 @@ static int run_local(const Args *a, EngineConfig *config, int *base_fd) {
         if (*base_fd >= 0 && STR_IN_SET(a->verb, "merge", "refresh", "rollback", "list"))
                 engine_adopt_facts(e, TAKE_FD(*base_fd));
         *base_fd = safe_close(*base_fd);
+        /* This process ends with its run: the image mounts are kept for the next (layers.h). */
+        engine_keep_layers(e);
 
         if (streq(a->verb, "merge"))
                 return local_transition(e, ENGINE_MERGE, &a->options, &a->output);

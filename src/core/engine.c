@@ -47,6 +47,7 @@
 #include "history.h"
 #include "inspect.h"
 #include "kernel.h"
+#include "layers.h"
 #include "log.h"
 #include "missing.h"
 #include "namespaces.h"
@@ -101,7 +102,7 @@ int engine_new(const char *root, EngineConfig *config, Engine **ret) {
         e = calloc(1, sizeof(*e));
         if (!e)
                 return -ENOMEM;
-        e->root_fd = e->lock_fd = e->journal_fd = e->facts_fd = -EBADF;
+        e->root_fd = e->lock_fd = e->journal_fd = e->facts_fd = e->layers_ns = -EBADF;
         e->facts_pending = (BaseOpen) { .sock = -EBADF, .fd = -EBADF };
         e->config = *config;
         *config = (EngineConfig) {};
@@ -142,6 +143,10 @@ void engine_adopt_facts(Engine *e, int fd) {
         e->facts_fd = fd;
 }
 
+void engine_keep_layers(Engine *e) {
+        e->keep_layers = true;
+}
+
 void engine_drop_caches(Engine *e) {
         journal_cache_done(&e->journal_cache);
 }
@@ -153,6 +158,7 @@ Engine *engine_free(Engine *e) {
         safe_close(e->lock_fd);
         safe_close(e->journal_fd);
         safe_close(e->facts_fd);
+        safe_close(e->layers_ns);
         base_open_cancel(&e->facts_pending);
         image_list_free(&e->probed);
         unit_actions_done(&e->units);
@@ -330,6 +336,10 @@ static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t
         ctx.commit_delayed = how != DELAY_COMMIT_IF_DUE;
         ctx.committed_delayed = &committed;
         r = recover_run(&ctx, j, *states, *n, ret_changed);
+        /* The mounts the last run kept were taken from trees that were just replaced or put
+         * back (layers.h): they would stay until the next transition that builds a tree. */
+        if (r >= 0 && *ret_changed)
+                (void) layers_drop(e->journal_fd);
         if (r >= 0 && committed > 0) {
                 history_log(HISTORY_COMMIT, committed, e->root, &j->images, false);
                 if (how == DELAY_COMMIT_FIRST)
@@ -510,12 +520,16 @@ static unsigned class_attrs(const Engine *e, const EngineOptions *o, ImageClass 
                (engine_class_noexec(&e->config, o, k) ? MOUNT_ATTR_NOEXEC : 0);
 }
 
+/* The daemon's cache (e->cache), or the mounts kept by the last run in process (e->kept, whose
+ * fds are taken: nothing else uses them). */
 static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by) {
+        const ImageList *cache = e->kept ?: e->cache;
+
         /* noexec is a property of the image mounts: only reuse the default ones. */
-        if (!e->cache || noexec || !kernel_has(KERNEL_DETACHED_LAYERS) || img->verdict == IMAGE_REFUSED)
+        if (!cache || noexec || !kernel_has(KERNEL_DETACHED_LAYERS) || img->verdict == IMAGE_REFUSED)
                 return false;
-        for (size_t i = 0; i < e->cache->n; i++) {
-                const Image *c = &e->cache->images[i];
+        for (size_t i = 0; i < cache->n; i++) {
+                const Image *c = &cache->images[i];
                 int fd;
 
                 if (c->verdict != IMAGE_COMPATIBLE || c->root_fd < 0 || !streq(c->path, img->path) ||
@@ -534,7 +548,7 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
                                 continue;
                         }
                 }
-                fd = fcntl(c->root_fd, F_DUPFD_CLOEXEC, 3);
+                fd = e->kept ? TAKE_FD(e->kept->images[i].root_fd) : fcntl(c->root_fd, F_DUPFD_CLOEXEC, 3);
                 if (fd < 0)
                         return false;
                 img->root_fd = fd;
@@ -598,6 +612,23 @@ static void keep_probed(Engine *e, ImageList *images) {
         e->probed_valid = true;
 }
 
+/* The host's os-release, as far as the verdicts read it. */
+static void stamp_add_release(uint64_t *stamp, const Release *host) {
+        stamp_add_string(stamp, strempty(host->id));
+        stamp_add_u64(stamp, strv_length(host->id_like));
+        STRV_FOREACH(s, host->id_like)
+                stamp_add_string(stamp, *s);
+        stamp_add_string(stamp, strempty(host->version_id));
+        for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
+                stamp_add_string(stamp, strempty(host->level[k]));
+                stamp_add_u64(stamp, host->scope[k] ? strv_length(host->scope[k]) + 1 : 0);
+                STRV_FOREACH(s, host->scope[k])
+                        stamp_add_string(stamp, *s);
+        }
+        stamp_add_string(stamp, strempty(host->architecture));
+        stamp_add_u64(stamp, host->initrd);
+}
+
 /* Probes the images of l, discovered by the caller. */
 static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
         _cleanup_release_ Release host = {};
@@ -636,7 +667,10 @@ static int probe_all(Engine *e, ImageList *l, const EngineOptions *o) {
                 .use_dm = kernel_has(KERNEL_DEVICE_MAPPER),
         };
         effective_policies(e, o, ctx.policy);
+        /* And the host's os-release: a mount kept between runs (layers.h) must not carry a
+         * verdict made against another. */
         judged_by = config_stamp(e, facts_fd, ctx.policy, ctx.force);
+        stamp_add_release(&judged_by, &host);
         /* Each image up to its mount; the mounts of plain erofs images then all at once, on
          * several threads (image_probe_mounted_all()). */
         pending = calloc(l->n ?: 1, sizeof(Image *));
@@ -677,6 +711,55 @@ finish:
         for (size_t i = 0; i < n_pending; i++)
                 safe_close(fds[i]);
         return r < 0 ? r : 0;
+}
+
+/* probe_all(), reusing the image mounts the last run in process kept (layers.h) for the files
+ * found again as the journal recorded them, unless the daemon saw one written meanwhile
+ * (watch.h: a write whose time was set back keeps the file's identity). */
+static int probe_kept(Engine *e, const Journal *j, ImageList *images, const EngineOptions *o) {
+        _cleanup_(layers_fetched_free) ImageList kept = {};
+        _cleanup_(watch_change_list_done) WatchChangeList changed = {};
+        int r;
+
+        if (e->keep_layers && !e->cache && kernel_has(KERNEL_DETACHED_LAYERS) && e->layers_ns < 0 &&
+            layers_open(e->journal_fd, &e->layers_ns) > 0) {
+                r = layers_fetch(e->layers_ns, &j->images, images, &kept);
+                if (r < 0)
+                        return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to reuse the image mounts kept under %s/%s/layers: %m",
+                                           e->root, JOURNAL_DIR);
+                if (kept.n > 0 && watch_changes_load(e->journal_fd, j, &changed) >= 0)
+                        for (size_t i = 0; i < kept.n; i++) {
+                                const WatchChange *c = watch_change_find(&changed, kept.images[i].path);
+                                if (c && IN_SET(c->how, WATCH_MEDIA_CHANGED, WATCH_MODIFIED))
+                                        kept.images[i].root_fd = safe_close(kept.images[i].root_fd);
+                        }
+                e->kept = &kept;
+        }
+        r = probe_all(e, images, o);
+        e->kept = NULL;
+        return r;
+}
+
+/* After a transition that changed the trees: the mounts of their images are kept for the next
+ * run in process (layers.h), or, by anyone else and after an unmerge, those kept are dropped.
+ * fresh: the staging worker's emptied namespace, when none was kept yet. */
+static void keep_layers(Engine *e, const EngineOptions *o, EngineVerb verb, int fresh) {
+        _cleanup_free_ Image **keep = NULL;
+        int ns = e->layers_ns >= 0 ? e->layers_ns : fresh;
+        size_t n = 0;
+
+        if (e->keep_layers && verb != ENGINE_UNMERGE && ns >= 0 && (keep = calloc(e->probed.n ?: 1, sizeof(Image *))))
+                for (size_t i = 0; i < e->probed.n; i++) {
+                        Image *img = &e->probed.images[i];
+
+                        /* Mounted without attributes (ProbeContext.mount_attrs). */
+                        if (layers_image_eligible(img) && img->root_fd >= 0 && !engine_class_noexec(&e->config, o, img->klass))
+                                keep[n++] = img;
+                }
+        if (n > 0)
+                (void) layers_keep(e->journal_fd, ns, ns == fresh, keep, n);
+        else
+                (void) layers_drop(e->journal_fd);
 }
 
 /* Every image of the classes o covers, each class's in its search directories. */
@@ -1023,7 +1106,7 @@ static int gather_images(Engine *e, const EngineOptions *o, Journal *j, const Ge
                                 }
         }
         if (!unchanged) {
-                r = probe_all(e, images, o);
+                r = probe_kept(e, j, images, o);
                 if (r < 0)
                         return r;
                 for (size_t i = 0; i < images->n; i++)
@@ -1054,6 +1137,7 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
                               .generations_keep = e->config.generations, .record_error = ret_record_error };
         TransitionContext ctx = step_context(e);
         UnitActions units = {};
+        _cleanup_close_ int fresh = -EBADF;
         int r;
 
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
@@ -1063,6 +1147,9 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
         r = unit_actions_plan(&j->images, verb == ENGINE_UNMERGE ? &none : images, xo.classes, &units);
         if (r < 0)
                 return r;
+        /* The staging worker's namespace, to keep the image mounts in. */
+        if (e->keep_layers && e->layers_ns < 0 && verb != ENGINE_UNMERGE && kernel_has(KERNEL_DETACHED_LAYERS))
+                xo.layers_ns = &fresh;
         r = execute_transition(&ctx, verb, j, states, views, plan, images, &xo, ret_changed);
         if (r >= 0 && *ret_changed) {
                 unit_actions_done(&e->units);
@@ -1071,6 +1158,8 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
                 unit_actions_done(&units);
         if (r >= 0)
                 keep_probed(e, images);
+        if (r >= 0 && *ret_changed)
+                keep_layers(e, o, verb, fresh);
         return r;
 }
 
@@ -1475,6 +1564,7 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
         }
         /* The base's helper first: forked under the lock, it holds it while it lives. */
         engine_facts_close(e);
+        e->layers_ns = safe_close(e->layers_ns);
         engine_unlock(e);
         /* Images that ship units: the running system's service manager, once the trees are in
          * place and the lock is given back (never for another root, never with --no-reload). */

@@ -83,6 +83,13 @@ typedef struct Engine {
          * journal and the mount table. */
         BaseOpen facts_pending;
 
+        /* The command line's runs in process keep the image mounts of the trees they build for
+         * the next run, in a mount namespace of their own (layers.h); set by the caller
+         * (engine_keep_layers()).  A transition of anyone else drops those kept. */
+        bool keep_layers;
+        int layers_ns; /* that namespace, while a transition uses it */
+        ImageList *kept; /* its mounts that probe_all() may reuse, while it runs */
+
         /* The last state.json read, kept while its file is the same (journal_load_cached()):
          * the daemon's statuses read it once per transition, and its workers, forked from it,
          * start with it. */
@@ -98,6 +105,10 @@ int engine_new(const char *root, EngineConfig *config, Engine **ret); /* takes *
  * the root itself, as base_root_open() gives it when nothing of ours was mounted, is not, as a
  * tree merged meanwhile would show in it.  Takes fd. */
 void engine_adopt_facts(Engine *e, int fd);
+/* For a process that runs one transition and ends (the command line): the image mounts of the
+ * trees it builds are kept for the next such run (layers.h), which reuses those of the files
+ * it finds again. */
+void engine_keep_layers(Engine *e);
 Engine *engine_free(Engine *e);
 /* Frees what is kept only to be faster next time (the parsed state.json). */
 void engine_drop_caches(Engine *e);

@@ -23,6 +23,9 @@ typedef struct ExecuteOptions {
          * *record_error (the transition stands). */
         unsigned generations_keep;
         int *record_error;
+        /* NULL, or where the staging worker's emptied namespace goes, for the kept layers
+         * (layers.h), when it builds a tree. */
+        int *layers_ns;
 } ExecuteOptions;
 
 /* Under the engine's lock, with ctx lent by it: a failure is logged and kept in ctx->result. */

@@ -35,16 +35,25 @@
  * When the worker exits, its namespace and everything mounted in it go away; the overlay's
  * layers are private clones held by the overlay itself, so the tree sent back stays whole.
  * On any failure the worker sends the message and exits: nothing outside it changed.
+ *
+ * Asked for it (a run in process that keeps its layers, layers.h), the worker also sends its
+ * namespace (an nsfs fd) with the trees, and then empties it: a fresh tmpfs becomes its root
+ * and everything of the host's tree it had copied is detached, so that the namespace, kept by
+ * the parent, pins none of the host's mounts.  That costs the worker what its exit would have
+ * (the copy is torn down either way), where a namespace made for the purpose would have copied
+ * the host's tree first.  The parent takes the namespace only from a worker that exited 0.
  */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <linux/nsfs.h>
 #include <linux/openat2.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
@@ -517,8 +526,66 @@ finish:
         return r;
 }
 
+/* This process's mount namespace: an fd, and its id (0: unknown). */
+static int own_mntns(uint64_t *ret_id) {
+        char path[64];
+        int fd;
+
+        snprintf(path, sizeof(path), "%sself/ns/mnt", proc_prefix());
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        *ret_id = 0;
+        if (fd >= 0 && ioctl(fd, NS_GET_MNTNS_ID, ret_id) < 0)
+                *ret_id = 0;
+        return fd;
+}
+
+/* unshare(CLONE_NEWNS), for a namespace the parent can pin (ret_ns: its fd, -EBADF if none
+ * came).  Linux refuses to bind the nsfs file of a mount namespace that is not newer than the
+ * binder's own (mnt_ns_loop(), by namespace id), and since Linux 6.18 those ids come from
+ * per-CPU batches: a namespace made on one CPU can have a lower id than an older one made on
+ * another.  So, where the first one's id is not above the parent's, once more on each other
+ * CPU this process may run on (the CPU whose batch the parent's namespace came from gives a
+ * higher one); each unshare() copies the last, which is still a copy of the host's tree. */
+static int unshare_pinnable(int *ret_ns) {
+        cpu_set_t allowed, one;
+        uint64_t parent_id, id;
+        int fd;
+
+        fd = own_mntns(&parent_id);
+        safe_close(fd);
+        *ret_ns = -EBADF;
+        if (unshare(CLONE_NEWNS) < 0)
+                return negative_errno();
+        fd = own_mntns(&id);
+        if (fd < 0 || parent_id == 0 || id == 0 || id > parent_id) {
+                *ret_ns = fd;
+                return 0;
+        }
+        fd = safe_close(fd);
+        if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
+                return 0;
+        for (int cpu = 0; cpu < CPU_SETSIZE && fd < 0; cpu++) {
+                if (!CPU_ISSET(cpu, &allowed) || cpu == sched_getcpu())
+                        continue;
+                CPU_ZERO(&one);
+                CPU_SET(cpu, &one);
+                if (sched_setaffinity(0, sizeof(one), &one) < 0)
+                        continue;
+                if (unshare(CLONE_NEWNS) < 0) {
+                        (void) sched_setaffinity(0, sizeof(allowed), &allowed);
+                        return negative_errno();
+                }
+                fd = own_mntns(&id);
+                if (fd >= 0 && id <= parent_id)
+                        fd = safe_close(fd);
+        }
+        (void) sched_setaffinity(0, sizeof(allowed), &allowed);
+        *ret_ns = fd;
+        return 0;
+}
+
 static int worker_run(Worker *w, int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs,
-                      size_t n_reqs) {
+                      size_t n_reqs, int *ret_ns) {
         _cleanup_free_ int *image_roots = NULL;
         _cleanup_close_ int fs_fd = -EBADF, area_fd = -EBADF;
         bool detached;
@@ -528,8 +595,10 @@ static int worker_run(Worker *w, int staging_dir_fd, Image *images, size_t n_ima
          * staging directory the parent resolved inside the root, reached without a path. */
         if (fchdir(staging_dir_fd) < 0)
                 return worker_fail(w, errno, "Failed to enter the staging directory: %m");
-        if (unshare(CLONE_NEWNS) < 0)
-                return worker_fail(w, errno, "Failed to create a private mount namespace: %m");
+        /* (Without the namespace's fd for the kept layers, nothing is kept.) */
+        r = ret_ns ? unshare_pinnable(ret_ns) : unshare(CLONE_NEWNS) < 0 ? negative_errno() : 0;
+        if (r < 0)
+                return worker_fail(w, r, "Failed to create a private mount namespace: %m");
         if (mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0)
                 return worker_fail(w, errno, "Failed to make the staging namespace a slave: %m");
         /* A tmpfs of our own on the staging directory, entered through its fd. */
@@ -588,33 +657,62 @@ static int worker_run(Worker *w, int staging_dir_fd, Image *images, size_t n_ima
         return 0;
 }
 
+/* The namespace sent to the parent becomes the kept layers' (layers.h): a fresh tmpfs as its
+ * root, with an empty "l", and nothing else.  In the staging area, still the working
+ * directory. */
+static int empty_namespace(void) {
+        _cleanup_close_ int fs_fd = -EBADF, root_fd = -EBADF;
+
+        fs_fd = fsopen("tmpfs", FSOPEN_CLOEXEC);
+        if (fs_fd < 0 || fsconfig(fs_fd, FSCONFIG_SET_STRING, "source", "sysextd-layers", 0) < 0 ||
+            fsconfig(fs_fd, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 || fsconfig(fs_fd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return negative_errno();
+        root_fd = fsmount(fs_fd, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+        if (root_fd < 0 || mkdir("layers", 0700) < 0 ||
+            move_mount(root_fd, "", AT_FDCWD, "layers", MOVE_MOUNT_F_EMPTY_PATH) < 0 || fchdir(root_fd) < 0)
+                return negative_errno();
+        /* The old root ends up on top of the new one, and goes with everything below it. */
+        if (sys_pivot_root(".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0 || mkdir("l", 0700) < 0)
+                return negative_errno();
+        return 0;
+}
+
 static _noreturn_ void worker_main(int sock, int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs,
-                                   size_t n_reqs) {
+                                   size_t n_reqs, bool want_ns) {
         Worker w = {};
-        int fds[HIERARCHIES_MAX];
+        int fds[HIERARCHIES_MAX + 1], ns = -EBADF;
+        size_t n_fds = 0;
         json_object *o = json_object_new_object();
         const char *s;
         int r;
 
-        r = worker_run(&w, staging_dir_fd, images, n_images, reqs, n_reqs);
+        r = worker_run(&w, staging_dir_fd, images, n_images, reqs, n_reqs, want_ns ? &ns : NULL);
         json_object_object_add(o, "error", json_object_new_int(r < 0 ? w.error : 0));
         if (r < 0)
                 json_object_object_add(o, "message", json_object_new_string(w.message ?: "Staging failed"));
+        if (r >= 0 && ns >= 0)
+                json_object_object_add(o, "namespace", json_object_new_boolean(true));
         s = json_object_to_json_string(o);
         for (size_t k = 0; r >= 0 && k < n_reqs; k++)
-                fds[k] = reqs[k].tree_fd;
-        r = send_with_fds(sock, s, strlen(s), fds, r < 0 ? 0 : n_reqs);
-        _exit(r < 0 ? 1 : 0);
+                fds[n_fds++] = reqs[k].tree_fd;
+        if (r >= 0 && ns >= 0)
+                fds[n_fds++] = ns;
+        r = send_with_fds(sock, s, strlen(s), fds, n_fds);
+        if (r < 0)
+                _exit(1);
+        /* Exit 2: the namespace sent is not empty, and not to be kept. */
+        _exit(n_fds > n_reqs && empty_namespace() < 0 ? 2 : 0);
 }
 
-int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs,
+int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs, int *ret_ns,
                   char **ret_message) {
-        _cleanup_close_ int sock_parent = -EBADF, sock_child = -EBADF;
+        _cleanup_close_ int sock_parent = -EBADF, sock_child = -EBADF, ns = -EBADF;
         _cleanup_free_ char *reply = NULL;
         _cleanup_json_ json_object *o = NULL;
-        int pair[2], fds[HIERARCHIES_MAX], status = 0, r;
+        int pair[2], fds[HIERARCHIES_MAX + 1], status = 0, r;
         uint64_t error = 0;
         size_t n_fds = 0;
+        bool has_ns = false;
         pid_t pid;
 
         if (n_reqs > HIERARCHIES_MAX)
@@ -634,11 +732,11 @@ int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingReq
                 if (getppid() == 1)
                         _exit(1);
                 (void) signal(SIGPIPE, SIG_IGN);
-                worker_main(sock_child, staging_dir_fd, images, n_images, reqs, n_reqs);
+                worker_main(sock_child, staging_dir_fd, images, n_images, reqs, n_reqs, ret_ns != NULL);
         }
         sock_child = safe_close(sock_child);
 
-        r = recv_with_fds(sock_parent, &reply, fds, HIERARCHIES_MAX, &n_fds);
+        r = recv_with_fds(sock_parent, &reply, fds, HIERARCHIES_MAX + 1, &n_fds);
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
                 ;
         if (r < 0)
@@ -658,6 +756,8 @@ int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingReq
                 (void) json_get_string(o, "message", 4096, &m);
                 return set_message(ret_message, (int) error, "%s", m ?: "Staging failed");
         }
+        if (json_get_bool(o, "namespace", &has_ns) >= 0 && has_ns && n_fds == n_reqs + 1)
+                ns = fds[--n_fds];
         if (n_fds != n_reqs) {
                 for (size_t i = 0; i < n_fds; i++)
                         safe_close(fds[i]);
@@ -665,5 +765,8 @@ int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingReq
         }
         for (size_t i = 0; i < n_reqs; i++)
                 reqs[i].tree_fd = fds[i];
+        /* Emptied: the worker exited 0 after sending it. */
+        if (ret_ns && ns >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                *ret_ns = TAKE_FD(ns);
         return 0;
 }

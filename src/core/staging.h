@@ -48,6 +48,8 @@ typedef struct StagingRequest {
 
 /* Runs the worker.  staging_dir_fd is an empty directory (run/sysextd/staging) that the
  * worker mounts a private tmpfs on, in its own namespace only.  On failure returns -errno
- * and a message for people in *ret_message; nothing is left mounted anywhere. */
-int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs,
+ * and a message for people in *ret_message; nothing is left mounted anywhere.  ret_ns: NULL,
+ * or where the worker's namespace goes, emptied (a tmpfs with an empty "l" as its root), for
+ * the kept layers (layers.h); left as it was when the worker could not give it. */
+int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs, int *ret_ns,
                   char **ret_message);

@@ -267,6 +267,9 @@ check "SIGTERM while the images are mounted, or before their loop devices: nothi
 # Test hooks: probe-mounts just before the mounts are made on the threads, probe-threads after
 # them, before the loop devices.  SIGTERM waits (the transition blocks it) and stops the rest.
 if [[ $("$SYSEXTD" --version) == *"+test-hooks"* ]]; then
+	# Without the mounts the merge kept (sysextd(8), KEPT LAYERS), which the refresh would
+	# reuse instead of mounting the images again: taken away as an administrator would.
+	umount "$R/run/sysextd/layers"
 	state_before=$(cat "$R/run/sysextd/state.json")
 	mounts_before=$(wc -l </proc/self/mountinfo)
 	for point in probe-mounts probe-threads; do

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "image.h"
+
+/* Kept layers (sysextd(8), KEPT LAYERS): the image mounts of the live trees, kept between runs
+ * of `sysextd --no-bus` in a mount namespace of their own, pinned at run/sysextd/layers, so
+ * that the next run reuses those of the files it finds again, as the daemon reuses its own
+ * (layers.c says how and why). */
+
+/* Whether an image's mount may be kept: a compatible raw image with content for a hierarchy.
+ * A directory is not: its bind mount costs nothing to make again.  (Mount attributes are the
+ * caller's to judge: only mounts made without any are kept.)  Pure. */
+bool layers_image_eligible(const Image *img);
+
+/* "l/DEV-INO": where the mount of an image whose file has this identity is kept, inside the
+ * namespace.  buf must hold LAYERS_NAME_MAX bytes. */
+#define LAYERS_NAME_MAX 48
+const char *layers_name(const struct stat *st, char buf[static LAYERS_NAME_MAX]);
+
+/* The namespace kept under the journal directory run/sysextd, when it is ours by the recorded
+ * identity: returns 1 with *ret_ns (O_RDONLY, a mount namespace), 0 when there is none. */
+int layers_open(int journal_fd, int *ret_ns);
+
+/* The kept mounts of the images recorded in the journal (records) whose files discovery found
+ * again with the same identity (found): a list of the records (borrowed: not to be freed with
+ * image_list_free(), see layers_fetched_free()) with root_fd set to a detached clone of each
+ * one's kept mount, for the engine's image cache.  A record whose mount is not there is left
+ * out; when the namespace cannot be entered, all are.  Fails only when this process could not
+ * return to its own namespace. */
+int layers_fetch(int ns, const ImageList *records, const ImageList *found, ImageList *ret);
+void layers_fetched_free(ImageList *l);
+
+/* Keeps the mounts of images (each eligible, mounted without attributes, root_fd the root of
+ * its detached mount or of a clone fetched above) in ns and drops every other kept mount.  A
+ * mount kept already for that file is left as it is.  fresh: ns is a new, empty namespace (the
+ * staging worker's, staging.h), pinned here and recorded.  On failure nothing is kept: the
+ * namespace is dropped. */
+int layers_keep(int journal_fd, int ns, bool fresh, Image *const *images, size_t n);
+
+/* Drops the kept layers: the pinned namespace is detached if it is ours by the recorded
+ * identity, and its record removed.  Returns 1 when one was detached, 0 when there was none. */
+int layers_drop(int journal_fd);
