@@ -35,8 +35,8 @@
  * outlives the trees it was taken from by more than one transition.  A failure to keep is no
  * failure of the transition: the namespace is dropped and the next run mounts its images.
  *
- * Entering the namespace is setns(): this process (single-threaded then) steps in and out,
- * its root and working directory put back as they were.
+ * Entering the namespace is setns(): this process steps in and out (mounts.h,
+ * mount_ns_visit_begin()), its root and working directory put back as they were.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -133,63 +133,15 @@ int layers_open(int journal_fd, int *ret_ns) {
         return 1;
 }
 
-/* Where this process was, to come back to after a visit to the namespace. */
-typedef struct NsVisit {
-        int home, root, cwd;
-} NsVisit;
+/* Into the namespace, remembering the way back (v). */
+static int ns_enter(int ns, MountNsVisit *v) {
+        int r = mount_ns_visit_begin(v);
 
-static void ns_visit_done(NsVisit *v) {
-        safe_close(v->home);
-        safe_close(v->root);
-        safe_close(v->cwd);
-        *v = (NsVisit) { -EBADF, -EBADF, -EBADF };
-}
-
-static int setns_mount(int fd) {
-        /* setns() into a mount namespace wants this process's file system information (root,
-         * working directory) to be its own: a thread of the probe that was just joined may
-         * still hold it for a moment (the kernel wakes the joiner before the exiting thread has
-         * let go of it).  EINVAL for that; the fd was checked to be a mount namespace. */
-        for (unsigned i = 0;; i++) {
-                if (setns(fd, CLONE_NEWNS) >= 0)
-                        return 0;
-                if (errno != EINVAL || i >= 2000)
-                        return negative_errno();
-                (void) usleep(50);
-        }
-}
-
-static int ns_enter(int ns, NsVisit *v) {
-        char path[64];
-        int r;
-
-        *v = (NsVisit) { -EBADF, -EBADF, -EBADF };
-        snprintf(path, sizeof(path), "%sself/ns/mnt", proc_prefix());
-        v->home = open(path, O_RDONLY | O_CLOEXEC);
-        v->root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        v->cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (v->home < 0 || v->root < 0 || v->cwd < 0) {
+        if (r >= 0 && setns(ns, CLONE_NEWNS) < 0) {
                 r = negative_errno();
-                ns_visit_done(v);
-                return r;
+                mount_ns_visit_done(v);
         }
-        r = setns_mount(ns);
-        if (r < 0)
-                ns_visit_done(v);
         return r;
-}
-
-/* Back home, with the root (setns() moved it to the namespace's root: a chroot is kept) and
- * the working directory as they were. */
-static int ns_leave(NsVisit *v) {
-        int r = setns_mount(v->home);
-
-        if (r >= 0 && (fchdir(v->root) < 0 || chroot(".") < 0 || fchdir(v->cwd) < 0))
-                r = negative_errno();
-        ns_visit_done(v);
-        if (r < 0)
-                return log_error_errno(r, "Failed to return from the kept layers' mount namespace: %m");
-        return 0;
 }
 
 /* In the namespace: whether name is a kept mount; its superblock's device in *ret_dev. */
@@ -234,7 +186,7 @@ void layers_fetched_free(ImageList *l) {
 
 int layers_fetch(int ns, const ImageList *records, const ImageList *found, ImageList *ret) {
         ImageList l = {};
-        NsVisit v;
+        MountNsVisit v;
         int r;
 
         l.images = calloc(records->n ?: 1, sizeof(Image));
@@ -244,7 +196,7 @@ int layers_fetch(int ns, const ImageList *records, const ImageList *found, Image
         if (r < 0) {
                 /* Still at home: the images are mounted anew. */
                 log_debug("Could not enter the kept layers' mount namespace: %s", strerror(-r));
-                ns_visit_done(&v);
+                mount_ns_visit_done(&v);
                 *ret = l;
                 return 0;
         }
@@ -268,7 +220,7 @@ int layers_fetch(int ns, const ImageList *records, const ImageList *found, Image
                 l.images[l.n] = *rec;
                 l.images[l.n++].root_fd = fd;
         }
-        r = ns_leave(&v);
+        r = mount_ns_visit_end(&v);
         if (r < 0) {
                 layers_fetched_free(&l);
                 return r;
@@ -382,14 +334,14 @@ static int pin(int journal_fd, int ns) {
 }
 
 int layers_keep(int journal_fd, int ns, bool fresh, Image *const *images, size_t n) {
-        NsVisit v;
+        MountNsVisit v;
         int r, q;
 
         r = ns_enter(ns, &v);
         if (r < 0)
                 goto fail;
         r = keep_here(images, n);
-        q = ns_leave(&v);
+        q = mount_ns_visit_end(&v);
         if (q < 0)
                 return q; /* not where we were: nothing more here */
         if (r >= 0 && fresh)

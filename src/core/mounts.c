@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include "fd-util.h"
 #include "fileio.h"
 #include "kernel.h"
+#include "log.h"
 #include "missing.h"
 #include "mounts.h"
 #include "util.h"
@@ -715,3 +717,43 @@ int mount_top_entry(int fd, MountEntry *ret) {
                 return -ENOENT;
         return mountinfo_find(m.id, ret);
 }
+
+void mount_ns_visit_done(MountNsVisit *v) {
+        safe_close(v->home);
+        safe_close(v->root);
+        safe_close(v->cwd);
+        *v = (MountNsVisit) MOUNT_NS_VISIT_INIT;
+}
+
+int mount_ns_visit_begin(MountNsVisit *v) {
+        char path[64];
+        int r;
+
+        *v = (MountNsVisit) MOUNT_NS_VISIT_INIT;
+        snprintf(path, sizeof(path), "%sself/ns/mnt", proc_prefix());
+        v->home = open(path, O_RDONLY | O_CLOEXEC);
+        v->root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        v->cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        /* setns() into a mount namespace wants the thread's root and working directory to be
+         * its own: a thread that has just ended may not have let go of them yet (the kernel
+         * wakes its joiner first), and other threads share them. */
+        if (v->home < 0 || v->root < 0 || v->cwd < 0 || unshare(CLONE_FS) < 0) {
+                r = negative_errno();
+                mount_ns_visit_done(v);
+                return r;
+        }
+        return 0;
+}
+
+int mount_ns_visit_end(MountNsVisit *v) {
+        int r = 0;
+
+        if (setns(v->home, CLONE_NEWNS) < 0 || fchdir(v->root) < 0 || chroot(".") < 0 || fchdir(v->cwd) < 0)
+                r = negative_errno();
+        mount_ns_visit_done(v);
+        if (r < 0)
+                return log_error_errno(r, "Failed to return to this process's mount namespace: %m");
+        mount_table_cache_invalidate();
+        return 0;
+}
+

@@ -128,3 +128,20 @@ int mount_targets_of(const char *fstype, const char *source, const char *under, 
 
 /* The mountinfo entry of the mount a live path reaches (its top): fstype and source. */
 int mount_top_entry(int fd, MountEntry *ret);
+
+/* A visit of this thread to another mount namespace, and the way back: setns() and unshare()
+ * move the root and the working directory, which are put back as they were (a chroot too). */
+typedef struct MountNsVisit {
+        int home, root, cwd;
+} MountNsVisit;
+#define MOUNT_NS_VISIT_INIT { -EBADF, -EBADF, -EBADF }
+
+/* Remembers where this thread is, and gives it file system information (root, working
+ * directory) of its own, as setns() into a mount namespace wants. */
+int mount_ns_visit_begin(MountNsVisit *v);
+/* Back where mount_ns_visit_begin() was; < 0 (logged) only when this thread could not get
+ * back.  Frees v either way. */
+int mount_ns_visit_end(MountNsVisit *v);
+/* Frees v without going back (only where the visit did not leave). */
+void mount_ns_visit_done(MountNsVisit *v);
+
