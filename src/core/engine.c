@@ -473,7 +473,7 @@ static void engine_facts_start(Engine *e) {
 }
 
 /* What the verdicts depend on besides the images: the policy of each class, the trusted
- * certificates and, for a verdict, --force: one made under --force (release files not
+ * certificates, the hierarchies and, for a verdict, --force: one made under --force (release files not
  * matched) holds for calls with --force only, or the image cache would let an image of another
  * OS into a later rebuild without it.  A tree's stamp leaves --force out: a plain refresh that
  * finds the same images keeps what a forced one merged, as with systemd-sysext (the journal
@@ -488,6 +488,12 @@ static uint64_t config_stamp(Engine *e, int facts_fd, const ImagePolicy *policy,
                 stamp_add_u64(&stamp, policy[k]);
         if (force)
                 stamp_add_string(&stamp, "force");
+        /* An image's hierarchies are bits of this list (a mount kept between runs carries
+         * them: layers.h). */
+        for (size_t i = 0; e->hierarchies && e->hierarchies[i]; i++) {
+                stamp_add_string(&stamp, e->hierarchies[i]);
+                stamp_add_u64(&stamp, e->hierarchy_class[i]);
+        }
         stamp_add_string(&stamp, e->config.trusted_dir);
         fd = open_directory_at(facts_fd, e->config.trusted_dir, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
         if (fd >= 0) {
@@ -722,7 +728,7 @@ static int probe_kept(Engine *e, const Journal *j, ImageList *images, const Engi
         int r;
 
         if (e->keep_layers && !e->cache && kernel_has(KERNEL_DETACHED_LAYERS) && e->layers_ns < 0 &&
-            layers_open(e->journal_fd, &e->layers_ns) > 0) {
+            layers_open(e->journal_fd, j->generation, &e->layers_ns) > 0) {
                 r = layers_fetch(e->layers_ns, &j->images, images, &kept);
                 if (r < 0)
                         return engine_fail(e, ENGINE_ERROR_FAILED, r, "Failed to reuse the image mounts kept under %s/%s/layers: %m",
@@ -743,7 +749,7 @@ static int probe_kept(Engine *e, const Journal *j, ImageList *images, const Engi
 /* After a transition that changed the trees: the mounts of their images are kept for the next
  * run in process (layers.h), or, by anyone else and after an unmerge, those kept are dropped.
  * fresh: the staging worker's emptied namespace, when none was kept yet. */
-static void keep_layers(Engine *e, const EngineOptions *o, EngineVerb verb, int fresh) {
+static void keep_layers(Engine *e, const EngineOptions *o, EngineVerb verb, int fresh, uint64_t generation) {
         _cleanup_free_ Image **keep = NULL;
         int ns = e->layers_ns >= 0 ? e->layers_ns : fresh;
         size_t n = 0;
@@ -757,7 +763,7 @@ static void keep_layers(Engine *e, const EngineOptions *o, EngineVerb verb, int 
                                 keep[n++] = img;
                 }
         if (n > 0)
-                (void) layers_keep(e->journal_fd, ns, ns == fresh, keep, n);
+                (void) layers_keep(e->journal_fd, ns, ns == fresh, generation, keep, n);
         else
                 (void) layers_drop(e->journal_fd);
 }
@@ -1159,7 +1165,7 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
         if (r >= 0)
                 keep_probed(e, images);
         if (r >= 0 && *ret_changed)
-                keep_layers(e, o, verb, fresh);
+                keep_layers(e, o, verb, fresh, j->generation);
         return r;
 }
 

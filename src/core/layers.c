@@ -9,38 +9,51 @@
  * tree's superblocks when the last reference goes.  So a run in process keeps them where no
  * process is needed to hold them: a mount namespace of their own, which nothing runs in.
  *
- *   run/sysextd/layers     the namespace, pinned by a bind mount of its nsfs file (as
- *                          `ip netns` pins a network namespace): the one mount this adds to
- *                          the host's table;
- *   run/sysextd/layers.id  that mount's unique id and the namespace's inode number, written
- *                          when it was pinned: it is ours by that identity, checked right
- *                          before it is used or detached;
- *   in the namespace       a tmpfs as its root, nothing of the host's tree (so it pins none
- *                          of the host's mounts), and each kept image mount at l/DEV-INO,
- *                          its file's device and inode numbers.
+ *   run/sysextd/layers     the holder: a small tmpfs of ours, with the namespace bound on its
+ *                          file "ns" (as `ip netns` pins a network namespace); the two mounts
+ *                          this adds to the host's table.  A bind of an nsfs file is refused on
+ *                          a mount that propagates (/run is shared on a systemd host, with a
+ *                          copy in every service's namespace), and copies of a tree leave nsfs
+ *                          mounts out: so the holder, made detached with the namespace in it,
+ *                          is what is attached, and what the services' namespaces get a copy
+ *                          of (an empty tmpfs, gone with the holder);
+ *   run/sysextd/layers.id  the holder's unique mount id, the namespace's inode number and the
+ *                          generation whose trees the mounts were taken from, written before
+ *                          the holder is attached; ours is a holder with that identity whose
+ *                          namespace has the root the staging worker gave it (a tmpfs of
+ *                          root's, mode 0700): a record alone proves nothing, it is a file;
+ *   in the namespace       that tmpfs as its root, nothing of the host's tree (so it pins none
+ *                          of the host's mounts), and each kept image mount at l/DEV-INO, its
+ *                          file's device and inode numbers.
  *
  * The namespace is the staging worker's, emptied once the new tree was sent (staging.h): no
  * namespace is copied for it.  What a kept mount is (its verdict, hierarchies, units, verity,
- * the policy and certificates it was judged by) is the journal's record of the live tree
- * (state.json): a kept mount is reused only for an image whose file discovery found with that
- * record's identity, and only as the daemon reuses its own (the same cache_lookup()).  The
- * name cannot lead to another file's mount: the kept mount holds its file open, so the inode
- * number is not given to another file meanwhile.
+ * the policy, certificates, host os-release and hierarchies it was judged by) is the journal's
+ * record of the live tree (state.json), of the generation the record names: a kept mount is
+ * reused only for an image whose file discovery found with that record's identity, and only as
+ * the daemon reuses its own (the same cache_lookup(), which also checks that a loop device
+ * still reads the file it was attached to).  The name cannot lead to another file's mount while
+ * the kept mount holds its file open, as it does (directly, or through its loop device until a
+ * LOOP_CHANGE_FD, which that check sees).
  *
  * Kept: compatible raw images with content for a hierarchy, mounted without attributes (a
- * directory's bind mount costs nothing to make again; a noexec confext is mounted anew), where
- * detached mounts serve as overlay layers (Linux 6.15).  A run that builds trees keeps the
- * mounts of the images in them and drops the others; an unmerge, a transition of the daemon
- * (which keeps its own) and a run that keeps nothing drop the namespace, so a kept mount never
- * outlives the trees it was taken from by more than one transition.  A failure to keep is no
- * failure of the transition: the namespace is dropped and the next run mounts its images.
- *
+ * directory's bind mount costs nothing to make again; a class mounted noexec, as confexts are
+ * by default, is mounted anew), where detached mounts serve as overlay layers (Linux 6.15).  A
+ * run that builds trees keeps the mounts of the images in them and drops the others; an
+ * unmerge, a transition of the daemon that changes the trees (the daemon keeps its own), a
+ * recovery that finishes or discards an interrupted transition and a run that keeps nothing
+ * drop the holder, so a kept mount never outlives the trees it was taken from by more than one
+ * transition.  A failure to keep is no failure of the transition: nothing is kept and the next
+ * run mounts its images.
+
  * Entering the namespace is setns(): this process steps in and out (mounts.h,
- * mount_ns_visit_begin()), its root and working directory put back as they were.
+ * mount_ns_visit_begin()), its root and working directory put back as they were; a process
+ * that could not come back aborts rather than go on in the wrong namespace.
  */
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/magic.h>
 #include <linux/nsfs.h>
 #include <linux/openat2.h>
 #include <sched.h>
@@ -50,6 +63,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -61,6 +75,7 @@
 #include "util.h"
 
 #define LAYERS_PIN "layers"
+#define LAYERS_NS "ns"
 #define LAYERS_RECORD "layers.id"
 #define LAYERS_DIR "l"
 
@@ -73,30 +88,34 @@ const char *layers_name(const struct stat *st, char buf[static LAYERS_NAME_MAX])
         return buf;
 }
 
-/* The record: "MOUNT-ID NS-INODE\n". */
-static int record_read(int journal_fd, uint64_t *ret_mount, uint64_t *ret_ns) {
+/* What layers.id says: the holder's unique mount id, the namespace's inode number, and the
+ * generation whose trees the kept mounts were taken from. */
+typedef struct Record {
+        uint64_t holder, ns, generation;
+} Record;
+
+static int record_read(int journal_fd, Record *ret) {
         _cleanup_free_ char *text = NULL;
-        unsigned long long m, ns;
+        unsigned long long h, ns, g;
         int r;
 
-        r = read_file_at(journal_fd, LAYERS_RECORD, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, 64, &text, NULL, NULL);
+        r = read_file_at(journal_fd, LAYERS_RECORD, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, 128, &text, NULL, NULL);
         if (r < 0)
                 return r;
-        if (sscanf(text, "%llu %llu", &m, &ns) != 2 || m == 0)
+        if (sscanf(text, "%llu %llu %llu", &h, &ns, &g) != 3 || h == 0)
                 return -EBADMSG;
-        *ret_mount = m;
-        *ret_ns = ns;
+        *ret = (Record) { h, ns, g };
         return 0;
 }
 
-static int record_write(int journal_fd, uint64_t mount_id, uint64_t ns) {
-        char text[64];
+static int record_write(int journal_fd, const Record *rec) {
+        char text[128];
         _cleanup_close_ int fd = -EBADF;
         int n;
 
         /* No fsync: the record lives as long as the mount it names (run/ is gone at boot), and
          * a record lost only loses what was kept. */
-        n = snprintf(text, sizeof(text), "%" PRIu64 " %" PRIu64 "\n", mount_id, ns);
+        n = snprintf(text, sizeof(text), "%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", rec->holder, rec->ns, rec->generation);
         (void) unlinkat(journal_fd, LAYERS_RECORD ".tmp", 0);
         fd = openat(journal_fd, LAYERS_RECORD ".tmp", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
@@ -108,40 +127,98 @@ static int record_write(int journal_fd, uint64_t mount_id, uint64_t ns) {
         return 0;
 }
 
-/* Whether fd (opened on run/sysextd/layers) is the pinned namespace the record names. */
-static bool pin_is_ours(int fd, uint64_t mount_id, uint64_t ns) {
+/* The holder at run/sysextd/layers when it is the one recorded: an O_PATH fd, or < 0. */
+static int holder_open(int journal_fd, const Record *rec) {
+        _cleanup_close_ int fd = -EBADF;
         MountIdentity id;
-        struct stat st;
 
-        if (mount_identity_of_fd(fd, &id) < 0 || !id.is_root || id.unique_id != mount_id)
-                return false;
-        return fstat(fd, &st) >= 0 && st.st_ino == ns;
+        fd = openat(journal_fd, LAYERS_PIN, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        if (mount_identity_of_fd(fd, &id) < 0 || !id.is_root || id.unique_id != rec->holder)
+                return -EBUSY;
+        return TAKE_FD(fd);
 }
 
-int layers_open(int journal_fd, int *ret_ns) {
-        uint64_t mount_id, ns;
-        _cleanup_close_ int fd = -EBADF;
+/* The pinned namespace in the holder, checked against the record: O_RDONLY, or < 0. */
+static int pinned_open(int holder, const Record *rec) {
+        _cleanup_close_ int path_fd = -EBADF, fd = -EBADF;
+        struct statfs sfs;
+        struct stat st;
 
-        if (record_read(journal_fd, &mount_id, &ns) < 0)
-                return 0;
-        fd = openat(journal_fd, LAYERS_PIN, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-        if (fd < 0 || !pin_is_ours(fd, mount_id, ns) || ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNS) {
-                log_debug("The kept layers under %s are not the ones recorded; not using them.", LAYERS_PIN);
-                return 0;
-        }
-        *ret_ns = TAKE_FD(fd);
-        return 1;
+        path_fd = openat(holder, LAYERS_NS, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (path_fd < 0)
+                return negative_errno();
+        /* The nsfs file, before anything opens it for reading. */
+        if (fstatfs(path_fd, &sfs) < 0 || (unsigned long) sfs.f_type != NSFS_MAGIC)
+                return -EBADF;
+        fd = fd_reopen(path_fd, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return fd;
+        if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNS || fstat(fd, &st) < 0 || st.st_ino != rec->ns)
+                return -EBADF;
+        return TAKE_FD(fd);
 }
 
 /* Into the namespace, remembering the way back (v). */
 static int ns_enter(int ns, MountNsVisit *v) {
+        struct statfs sfs;
+        struct stat st;
         int r = mount_ns_visit_begin(v);
 
         if (r >= 0 && setns(ns, CLONE_NEWNS) < 0) {
                 r = negative_errno();
                 mount_ns_visit_done(v);
+                return r;
+        }
+        /* One the staging worker made: a tmpfs of root's, mode 0700, as its root. */
+        if (r >= 0 && (statfs("/", &sfs) < 0 || (unsigned long) sfs.f_type != TMPFS_MAGIC || stat("/", &st) < 0 ||
+                       st.st_uid != 0 || (st.st_mode & 07777) != 0700)) {
+                if (mount_ns_visit_end(v) < 0)
+                        abort();
+                return -EBADF;
         }
         return r;
+}
+
+/* Whether ns is one the staging worker made (ns_enter()'s check), from a visit. */
+static bool ns_is_ours(int ns) {
+        MountNsVisit v;
+
+        if (ns_enter(ns, &v) < 0)
+                return false;
+        if (mount_ns_visit_end(&v) < 0)
+                abort(); /* in that namespace: nothing may go on from here */
+        return true;
+}
+
+int layers_open(int journal_fd, uint64_t generation, int *ret_ns) {
+        _cleanup_close_ int holder = -EBADF;
+        Record rec;
+        int fd;
+
+        if (record_read(journal_fd, &rec) < 0)
+                return 0;
+        /* Taken from other trees than the live ones (a transition of the daemon, one that was
+         * killed before it kept its mounts): dropped, and made anew. */
+        if (rec.generation != generation) {
+                log_debug("The kept layers are of generation %" PRIu64 ", the live trees of %" PRIu64 "; dropping them.",
+                          rec.generation, generation);
+                (void) layers_drop(journal_fd);
+                return 0;
+        }
+        holder = holder_open(journal_fd, &rec);
+        fd = holder >= 0 ? pinned_open(holder, &rec) : holder;
+        if (fd >= 0 && !ns_is_ours(fd))
+                fd = safe_close(fd);
+        if (fd < 0) {
+                /* Not what the record says: the record goes, the mount is left alone. */
+                log_debug("The kept layers under %s are not the ones recorded; not using them.", LAYERS_PIN);
+                (void) unlinkat(journal_fd, LAYERS_RECORD, 0);
+                return 0;
+        }
+        *ret_ns = fd;
+        return 1;
 }
 
 /* In the namespace: whether name is a kept mount; its superblock's device in *ret_dev. */
@@ -220,11 +297,8 @@ int layers_fetch(int ns, const ImageList *records, const ImageList *found, Image
                 l.images[l.n] = *rec;
                 l.images[l.n++].root_fd = fd;
         }
-        r = mount_ns_visit_end(&v);
-        if (r < 0) {
-                layers_fetched_free(&l);
-                return r;
-        }
+        if (mount_ns_visit_end(&v) < 0)
+                abort(); /* in the kept layers' namespace: nothing may go on from here */
         *ret = l;
         return 0;
 }
@@ -232,9 +306,14 @@ int layers_fetch(int ns, const ImageList *records, const ImageList *found, Image
 /* In the namespace: the mounts of images at their names, and nothing else under l/. */
 static int keep_here(Image *const *images, size_t n) {
         _cleanup_closedir_ DIR *d = NULL;
+        _cleanup_free_ char (*kept)[LAYERS_NAME_MAX] = NULL;
+        size_t n_kept = 0;
         struct dirent *de;
         int r = 0;
 
+        kept = calloc(n ?: 1, LAYERS_NAME_MAX);
+        if (!kept)
+                return -ENOMEM;
         if (mkdir(LAYERS_DIR, 0700) < 0 && errno != EEXIST)
                 return negative_errno();
         for (size_t i = 0; i < n; i++) {
@@ -249,20 +328,19 @@ static int keep_here(Image *const *images, size_t n) {
                         continue;
                 layers_name(&images[i]->st, name);
                 if (kept_mount(name, &dev)) {
-                        if (dev == st.st_dev)
-                                continue; /* reused: it is this mount's clone */
+                        if (dev == st.st_dev) {
+                                memcpy(kept[n_kept++], name, LAYERS_NAME_MAX); /* reused: it is this mount's clone */
+                                continue;
+                        }
                         /* The same file, mounted anew (probed again: its record changed). */
                         r = kept_detach(name);
                         if (r < 0)
                                 return r;
                 } else if (mkdir(name, 0700) < 0 && errno != EEXIST)
                         return negative_errno();
-                if (move_mount(images[i]->root_fd, "", AT_FDCWD, name, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
-                        /* Two paths to one file: kept once. */
-                        if (kept_mount(name, &dev) && dev == st.st_dev)
-                                continue;
+                if (move_mount(images[i]->root_fd, "", AT_FDCWD, name, MOVE_MOUNT_F_EMPTY_PATH) < 0)
                         return negative_errno();
-                }
+                memcpy(kept[n_kept++], name, LAYERS_NAME_MAX);
         }
 
         /* Every other kept mount goes: its image left the trees, or was mounted anew. */
@@ -275,10 +353,8 @@ static int keep_here(Image *const *images, size_t n) {
 
                 if (de->d_name[0] == '.')
                         continue;
-                for (size_t i = 0; !keep && i < n; i++) {
-                        char kept[LAYERS_NAME_MAX];
-                        keep = streq(layers_name(&images[i]->st, kept) + strlen(LAYERS_DIR "/"), de->d_name);
-                }
+                for (size_t i = 0; !keep && i < n_kept; i++)
+                        keep = streq(kept[i] + strlen(LAYERS_DIR "/"), de->d_name);
                 if (keep)
                         continue;
                 snprintf(name, sizeof(name), LAYERS_DIR "/%s", de->d_name);
@@ -290,62 +366,84 @@ static int keep_here(Image *const *images, size_t n) {
         return 0;
 }
 
-static int pin(int journal_fd, int ns) {
-        _cleanup_close_ int clone = -EBADF, target = -EBADF, fd = -EBADF;
-        MountIdentity id;
+/* Pins ns: a small tmpfs of our own (the holder) is made, detached, with the namespace bound on
+ * its file "ns"; the record is written; then the holder is attached at run/sysextd/layers.  A
+ * bind of an nsfs file is refused on a mount that propagates (the copies for its peers and
+ * slaves cannot take it: /run is shared on a systemd host); the holder is what propagates,
+ * and a copy of a tree leaves the nsfs mounts in it out.  Recorded before it is attached: no
+ * crash leaves a holder that nobody can prove ours. */
+static int pin(int journal_fd, int ns, uint64_t generation) {
+        _cleanup_close_ int dir = -EBADF, fs = -EBADF, holder = -EBADF, file = -EBADF, clone = -EBADF;
+        MountIdentity id = {};
         struct stat st;
+        Record rec;
         int r;
 
-        /* An earlier pin left behind without its record is not ours to detach: nothing is
-         * mounted over it, nothing is kept. */
-        target = openat(journal_fd, LAYERS_PIN, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (target >= 0 && mount_identity_of_fd(target, &id) >= 0 && id.is_root)
+        if (mkdirat(journal_fd, LAYERS_PIN, 0700) < 0 && errno != EEXIST)
+                return negative_errno();
+        dir = openat(journal_fd, LAYERS_PIN, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dir < 0)
+                return negative_errno();
+        /* Something mounted there that the record does not name is not ours to cover. */
+        if (mount_identity_of_fd(dir, &id) < 0 || id.is_root)
                 return -EBUSY;
-        target = safe_close(target);
-        fd = openat(journal_fd, LAYERS_PIN, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
-        if (fd < 0)
+        fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+        if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "source", "sysextd-layers", 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "size", "64k", 0) < 0 ||
+            fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
                 return negative_errno();
-        if (fstat(fd, &st) < 0)
+        holder = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+        if (holder < 0)
                 return negative_errno();
-        if (!S_ISREG(st.st_mode))
-                return -EEXIST;
-        fd = safe_close(fd);
-        target = openat(journal_fd, LAYERS_PIN, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (target < 0)
+        file = openat(holder, LAYERS_NS, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (file < 0)
                 return negative_errno();
+        file = safe_close(file);
+        file = openat(holder, LAYERS_NS, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         clone = open_tree(ns, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-        if (clone < 0)
+        if (file < 0 || clone < 0 || move_mount(clone, "", file, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
                 return negative_errno();
-        if (move_mount(clone, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-                return negative_errno();
-        fd = openat(journal_fd, LAYERS_PIN, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return negative_errno();
-        r = mount_identity_of_fd(fd, &id);
-        if (r >= 0 && (!id.is_root || id.unique_id == 0))
-                r = -EOPNOTSUPP;
-        if (r >= 0 && fstat(ns, &st) < 0)
+        r = mount_identity_of_fd(holder, &id);
+        if (r < 0)
+                return r;
+        if (id.unique_id == 0 || fstat(ns, &st) < 0)
+                return -EOPNOTSUPP;
+        rec = (Record) { id.unique_id, st.st_ino, generation };
+        r = record_write(journal_fd, &rec);
+        if (r < 0)
+                return r;
+        if (move_mount(holder, "", dir, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
                 r = negative_errno();
-        if (r >= 0)
-                r = record_write(journal_fd, id.unique_id, st.st_ino);
-        if (r < 0 && id.is_root && umount2(FORMAT_PROC_FD_PATH(fd), MNT_DETACH) < 0)
-                log_debug("Could not detach the kept layers' namespace just pinned: %m");
-        return r;
+                (void) unlinkat(journal_fd, LAYERS_RECORD, 0);
+                return r;
+        }
+        return 0;
 }
 
-int layers_keep(int journal_fd, int ns, bool fresh, Image *const *images, size_t n) {
+int layers_keep(int journal_fd, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n) {
         MountNsVisit v;
-        int r, q;
+        int r;
 
         r = ns_enter(ns, &v);
         if (r < 0)
                 goto fail;
         r = keep_here(images, n);
-        q = mount_ns_visit_end(&v);
-        if (q < 0)
-                return q; /* not where we were: nothing more here */
-        if (r >= 0 && fresh)
-                r = pin(journal_fd, ns);
+        if (mount_ns_visit_end(&v) < 0)
+                abort(); /* in the kept layers' namespace: nothing may go on from here */
+        if (r < 0)
+                goto fail;
+        if (fresh)
+                r = pin(journal_fd, ns, generation);
+        else {
+                Record rec;
+
+                /* The same namespace, now of this generation's trees. */
+                r = record_read(journal_fd, &rec);
+                if (r >= 0) {
+                        rec.generation = generation;
+                        r = record_write(journal_fd, &rec);
+                }
+        }
         if (r >= 0)
                 return 0;
 fail:
@@ -356,29 +454,30 @@ fail:
 }
 
 int layers_drop(int journal_fd) {
-        uint64_t mount_id, ns;
-        _cleanup_close_ int fd = -EBADF;
+        _cleanup_close_ int holder = -EBADF;
+        Record rec;
         int r = 0;
 
-        if (record_read(journal_fd, &mount_id, &ns) < 0)
+        if (record_read(journal_fd, &rec) < 0)
                 return 0;
-        fd = openat(journal_fd, LAYERS_PIN, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd >= 0 && pin_is_ours(fd, mount_id, ns)) {
-                if (umount2(FORMAT_PROC_FD_PATH(fd), MNT_DETACH) < 0)
+        holder = holder_open(journal_fd, &rec);
+        if (holder >= 0) {
+                _cleanup_close_ int ns = pinned_open(holder, &rec);
+
+                /* Ours: the one recorded, with a namespace the staging worker made in it (a
+                 * record alone proves nothing: it is a file). */
+                if (ns < 0 || !ns_is_ours(ns))
+                        holder = safe_close(holder);
+        }
+        if (holder >= 0) {
+                /* The holder and the namespace bound in it; the copies of the holder in other
+                 * namespaces (propagation) go with it. */
+                if (umount2(FORMAT_PROC_FD_PATH(holder), MNT_DETACH) < 0)
                         return log_debug_errno(errno, "Could not detach the kept layers: %m");
                 r = 1;
-                (void) unlinkat(journal_fd, LAYERS_PIN, 0);
-        } else if (fd >= 0) {
-                MountIdentity id;
-                struct stat st;
-
-                /* The file alone (its mount gone, by someone else's hand): removed; a mount
-                 * there that is not ours is left alone. */
-                if (mount_identity_of_fd(fd, &id) >= 0 && !id.is_root && fstat(fd, &st) >= 0 && S_ISREG(st.st_mode))
-                        (void) unlinkat(journal_fd, LAYERS_PIN, 0);
-                else
-                        log_debug("The mount at %s is not the kept layers recorded; left alone.", LAYERS_PIN);
-        }
+        } else if (holder != -ENOENT)
+                log_debug("The mount at %s is not the kept layers recorded; left alone.", LAYERS_PIN);
         (void) unlinkat(journal_fd, LAYERS_RECORD, 0);
+        (void) unlinkat(journal_fd, LAYERS_PIN, AT_REMOVEDIR);
         return r;
 }

@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "image.h"
 
@@ -22,8 +23,10 @@ bool layers_image_eligible(const Image *img);
 const char *layers_name(const struct stat *st, char buf[static LAYERS_NAME_MAX]);
 
 /* The namespace kept under the journal directory run/sysextd, when it is ours by the recorded
- * identity: returns 1 with *ret_ns (O_RDONLY, a mount namespace), 0 when there is none. */
-int layers_open(int journal_fd, int *ret_ns);
+ * identity and was kept from the trees of generation (the live one): returns 1 with *ret_ns
+ * (O_RDONLY, a mount namespace), 0 when there is none.  One kept from another generation's
+ * trees is dropped. */
+int layers_open(int journal_fd, uint64_t generation, int *ret_ns);
 
 /* The kept mounts of the images recorded in the journal (records) whose files discovery found
  * again with the same identity (found): a list of the records (borrowed: not to be freed with
@@ -35,11 +38,12 @@ int layers_fetch(int ns, const ImageList *records, const ImageList *found, Image
 void layers_fetched_free(ImageList *l);
 
 /* Keeps the mounts of images (each eligible, mounted without attributes, root_fd the root of
- * its detached mount or of a clone fetched above) in ns and drops every other kept mount.  A
- * mount kept already for that file is left as it is.  fresh: ns is a new, empty namespace (the
- * staging worker's, staging.h), pinned here and recorded.  On failure nothing is kept: the
- * namespace is dropped. */
-int layers_keep(int journal_fd, int ns, bool fresh, Image *const *images, size_t n);
+ * its detached mount or of a clone fetched above), the trees of generation, in ns and drops
+ * every other kept mount.  A mount kept already for that file is left as it is.  fresh: ns is
+ * a new, empty namespace (the staging worker's, staging.h), pinned here and recorded.  On
+ * failure nothing is kept: the namespace is dropped.  (A process that could not return from
+ * the namespace aborts: nothing may go on in it.) */
+int layers_keep(int journal_fd, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n);
 
 /* Drops the kept layers: the pinned namespace is detached if it is ours by the recorded
  * identity, and its record removed.  Returns 1 when one was detached, 0 when there was none. */

@@ -32,8 +32,9 @@
  *      the overlay without a symlink; a missing one, a symlink, or a file where a directory
  *      is mounted (or the other way round) fails here, naming the path;
  *   7. open_tree(CLONE|RECURSIVE) "t-K" and send that fd to the parent.
- * When the worker exits, its namespace and everything mounted in it go away; the overlay's
- * layers are private clones held by the overlay itself, so the tree sent back stays whole.
+ * When the worker exits, its namespace and everything mounted in it go away (unless the parent
+ * keeps the namespace, emptied, below); the overlay's layers are private clones held by the
+ * overlay itself, so the tree sent back stays whole.
  * On any failure the worker sends the message and exits: nothing outside it changed.
  *
  * Asked for it (a run in process that keeps its layers, layers.h), the worker also sends its

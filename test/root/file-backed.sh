@@ -269,7 +269,7 @@ check "SIGTERM while the images are mounted, or before their loop devices: nothi
 if [[ $("$SYSEXTD" --version) == *"+test-hooks"* ]]; then
 	# Without the mounts the merge kept (sysextd(8), KEPT LAYERS), which the refresh would
 	# reuse instead of mounting the images again: taken away as an administrator would.
-	umount "$R/run/sysextd/layers"
+	umount -R "$R/run/sysextd/layers"
 	state_before=$(cat "$R/run/sysextd/state.json")
 	mounts_before=$(wc -l </proc/self/mountinfo)
 	for point in probe-mounts probe-threads; do
