@@ -93,3 +93,21 @@ assert_eq "$(gdbus_error_name)" org.sysextd1.Error.InvalidOption "error of mutab
 gcall Merge '{"class": <true>}'
 assert_eq "$(gdbus_error_name)" org.sysextd1.Error.InvalidOption "error of class=true"
 ! is_overlay "$R/usr" || fail "/usr merged after the refused calls"
+
+check "a transition through the daemon drops the image mounts a run in process kept (sysextd(8), KEPT LAYERS)"
+run_sysextd merge
+assert_ok "merge in process"
+if [[ $(findmnt -n -o FSTYPE --mountpoint "$R/run/sysextd/layers/ns" 2>/dev/null) == nsfs ]]; then
+	run_cli refresh --always-refresh=yes
+	assert_ok "refresh through the daemon"
+	[[ -z $(findmnt -n --mountpoint "$R/run/sysextd/layers" 2>/dev/null || true) ]] ||
+		fail "the kept layers are still there after a transition of the daemon"
+	assert_missing "$R/run/sysextd/layers.id"
+	assert_file_content "$R/usr/share/ext1/hello" "hello from ext1"
+elif python3 -c 'import os, sys; v = os.uname().release.split("-")[0].split("."); sys.exit(0 if (int(v[0]), int(v[1])) >= (6, 15) else 1)'; then
+	fail "nothing kept by the merge in process on Linux $(uname -r) (6.15 or later keeps the image mounts)"
+else
+	log "nothing kept here (a kernel older than 6.15): nothing to drop"
+fi
+run_cli unmerge
+assert_ok unmerge
