@@ -320,7 +320,7 @@ typedef enum DelayCommit {
 
 static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t *n, bool *ret_changed, DelayCommit how) {
         TransitionContext ctx;
-        uint64_t committed = 0;
+        uint64_t committed = 0, generation;
         int r;
 
         r = load_journal(e, e->journal_fd, j);
@@ -335,10 +335,13 @@ static int recover_locked(Engine *e, Journal *j, HierarchyState **states, size_t
         ctx = step_context(e);
         ctx.commit_delayed = how != DELAY_COMMIT_IF_DUE;
         ctx.committed_delayed = &committed;
+        generation = j->generation;
         r = recover_run(&ctx, j, *states, *n, ret_changed);
-        /* The mounts the last run kept were taken from trees that were just replaced or put
-         * back (layers.h): they would stay until the next transition that builds a tree. */
-        if (r >= 0 && *ret_changed)
+        /* An interrupted transition finished: the mounts the last run kept were taken from the
+         * trees it replaced (layers.h), and would stay until the next transition that builds a
+         * tree.  (One discarded, or a delayed one committed, leaves the generation they are of
+         * live.) */
+        if (r >= 0 && j->generation != generation)
                 (void) layers_drop(e->journal_fd);
         if (r >= 0 && committed > 0) {
                 history_log(HISTORY_COMMIT, committed, e->root, &j->images, false);
@@ -763,7 +766,7 @@ static void keep_layers(Engine *e, const EngineOptions *o, EngineVerb verb, int 
                                 keep[n++] = img;
                 }
         if (n > 0)
-                (void) layers_keep(e->journal_fd, ns, ns == fresh, generation, keep, n);
+                (void) layers_keep(e->journal_fd, e->root, ns, ns == fresh, generation, keep, n);
         else
                 (void) layers_drop(e->journal_fd);
 }

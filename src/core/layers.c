@@ -19,9 +19,11 @@
  *                          of (an empty tmpfs, gone with the holder);
  *   run/sysextd/layers.id  the holder's unique mount id, the namespace's inode number and the
  *                          generation whose trees the mounts were taken from, written before
- *                          the holder is attached; ours is a holder with that identity whose
- *                          namespace has the root the staging worker gave it (a tmpfs of
- *                          root's, mode 0700): a record alone proves nothing, it is a file;
+ *                          the holder is attached; ours is a holder with that identity (a
+ *                          unique mount id is never reused) whose namespace has a root like
+ *                          the one the staging worker gives it (a tmpfs of root's, mode 0700:
+ *                          a check against a mistake, not against root, who could build one
+ *                          and write the record too);
  *   in the namespace       that tmpfs as its root, nothing of the host's tree (so it pins none
  *                          of the host's mounts), and each kept image mount at l/DEV-INO, its
  *                          file's device and inode numbers.
@@ -41,11 +43,11 @@
  * by default, is mounted anew), where detached mounts serve as overlay layers (Linux 6.15).  A
  * run that builds trees keeps the mounts of the images in them and drops the others; an
  * unmerge, a transition of the daemon that changes the trees (the daemon keeps its own), a
- * recovery that finishes or discards an interrupted transition and a run that keeps nothing
- * drop the holder, so a kept mount never outlives the trees it was taken from by more than one
+ * recovery that finishes an interrupted transition (a new generation) and a run that keeps
+ * nothing drop the holder, so a kept mount never outlives the trees it was taken from by more than one
  * transition.  A failure to keep is no failure of the transition: nothing is kept and the next
  * run mounts its images.
-
+ *
  * Entering the namespace is setns(): this process steps in and out (mounts.h,
  * mount_ns_visit_begin()), its root and working directory put back as they were; a process
  * that could not come back aborts rather than go on in the wrong namespace.
@@ -69,6 +71,7 @@
 
 #include "fd-util.h"
 #include "fileio.h"
+#include "journal.h"
 #include "layers.h"
 #include "log.h"
 #include "mounts.h"
@@ -120,6 +123,7 @@ static int record_write(int journal_fd, const Record *rec) {
         fd = openat(journal_fd, LAYERS_RECORD ".tmp", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
                 return negative_errno();
+        errno = 0;
         if (write(fd, text, n) != n)
                 return errno > 0 ? -errno : -EIO;
         if (renameat(journal_fd, LAYERS_RECORD ".tmp", journal_fd, LAYERS_RECORD) < 0)
@@ -192,12 +196,22 @@ static bool ns_is_ours(int ns) {
         return true;
 }
 
+/* The holder is ours by its unique id, but the namespace recorded is no longer bound in it
+ * (someone unmounted it): it pins nothing, and goes. */
+static void holder_detach(int holder) {
+        if (umount2(FORMAT_PROC_FD_PATH(holder), MNT_DETACH) < 0)
+                log_debug_errno(errno, "Could not detach the holder of the kept layers: %m");
+}
+
 int layers_open(int journal_fd, uint64_t generation, int *ret_ns) {
         _cleanup_close_ int holder = -EBADF;
         Record rec;
-        int fd;
+        int fd, r;
 
-        if (record_read(journal_fd, &rec) < 0)
+        r = record_read(journal_fd, &rec);
+        if (r == -EBADMSG)
+                (void) unlinkat(journal_fd, LAYERS_RECORD, 0); /* proves nothing */
+        if (r < 0)
                 return 0;
         /* Taken from other trees than the live ones (a transition of the daemon, one that was
          * killed before it kept its mounts): dropped, and made anew. */
@@ -208,15 +222,31 @@ int layers_open(int journal_fd, uint64_t generation, int *ret_ns) {
                 return 0;
         }
         holder = holder_open(journal_fd, &rec);
-        fd = holder >= 0 ? pinned_open(holder, &rec) : holder;
-        if (fd >= 0 && !ns_is_ours(fd))
-                fd = safe_close(fd);
-        if (fd < 0) {
-                /* Not what the record says: the record goes, the mount is left alone. */
+        if (IN_SET(holder, -ENOENT, -EBUSY)) {
+                /* No holder, or not the one recorded: the record goes, a mount is left alone. */
                 log_debug("The kept layers under %s are not the ones recorded; not using them.", LAYERS_PIN);
                 (void) unlinkat(journal_fd, LAYERS_RECORD, 0);
                 return 0;
         }
+        if (holder < 0)
+                return 0; /* (out of fds, memory: the next run tries again) */
+        fd = pinned_open(holder, &rec);
+        if (fd >= 0 && !ns_is_ours(fd)) {
+                /* Another namespace bound in it, by someone with a record of their own making:
+                 * left alone, the record goes. */
+                fd = safe_close(fd);
+                log_debug("The mount at %s is not the kept layers recorded; not using it.", LAYERS_PIN);
+                (void) unlinkat(journal_fd, LAYERS_RECORD, 0);
+                return 0;
+        }
+        if (fd < 0 && !IN_SET(fd, -EMFILE, -ENFILE, -ENOMEM)) {
+                log_debug("The kept layers' namespace is gone from its holder under %s; dropping the holder.", LAYERS_PIN);
+                holder_detach(holder);
+                (void) unlinkat(journal_fd, LAYERS_RECORD, 0);
+                return 0;
+        }
+        if (fd < 0)
+                return 0; /* (the next run tries again) */
         *ret_ns = fd;
         return 1;
 }
@@ -372,7 +402,7 @@ static int keep_here(Image *const *images, size_t n) {
  * slaves cannot take it: /run is shared on a systemd host); the holder is what propagates,
  * and a copy of a tree leaves the nsfs mounts in it out.  Recorded before it is attached: no
  * crash leaves a holder that nobody can prove ours. */
-static int pin(int journal_fd, int ns, uint64_t generation) {
+static int pin(int journal_fd, const char *root, int ns, uint64_t generation) {
         _cleanup_close_ int dir = -EBADF, fs = -EBADF, holder = -EBADF, file = -EBADF, clone = -EBADF;
         MountIdentity id = {};
         struct stat st;
@@ -385,8 +415,11 @@ static int pin(int journal_fd, int ns, uint64_t generation) {
         if (dir < 0)
                 return negative_errno();
         /* Something mounted there that the record does not name is not ours to cover. */
-        if (mount_identity_of_fd(dir, &id) < 0 || id.is_root)
+        if (mount_identity_of_fd(dir, &id) < 0 || id.is_root) {
+                log_notice("Not keeping the image mounts: what is mounted on %s/%s/%s is not sysextd's (umount -R it to let "
+                           "sysextd keep them).", streq(root, "/") ? "" : root, JOURNAL_DIR, LAYERS_PIN);
                 return -EBUSY;
+        }
         fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
         if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "source", "sysextd-layers", 0) < 0 ||
             fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "size", "64k", 0) < 0 ||
@@ -420,7 +453,7 @@ static int pin(int journal_fd, int ns, uint64_t generation) {
         return 0;
 }
 
-int layers_keep(int journal_fd, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n) {
+int layers_keep(int journal_fd, const char *root, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n) {
         MountNsVisit v;
         int r;
 
@@ -433,7 +466,7 @@ int layers_keep(int journal_fd, int ns, bool fresh, uint64_t generation, Image *
         if (r < 0)
                 goto fail;
         if (fresh)
-                r = pin(journal_fd, ns, generation);
+                r = pin(journal_fd, root, ns, generation);
         else {
                 Record rec;
 
@@ -456,28 +489,37 @@ fail:
 int layers_drop(int journal_fd) {
         _cleanup_close_ int holder = -EBADF;
         Record rec;
-        int r = 0;
+        int r;
 
-        if (record_read(journal_fd, &rec) < 0)
+        r = record_read(journal_fd, &rec);
+        if (r == -EBADMSG)
+                (void) unlinkat(journal_fd, LAYERS_RECORD, 0); /* proves nothing */
+        if (r < 0)
                 return 0;
         holder = holder_open(journal_fd, &rec);
         if (holder >= 0) {
                 _cleanup_close_ int ns = pinned_open(holder, &rec);
 
-                /* Ours: the one recorded, with a namespace the staging worker made in it (a
-                 * record alone proves nothing: it is a file). */
-                if (ns < 0 || !ns_is_ours(ns))
+                /* A namespace of another kind bound in our holder (by someone with a record
+                 * of their own making) is left alone, and the record goes; one that is gone
+                 * leaves the holder ours, pinning nothing. */
+                if (ns >= 0 && !ns_is_ours(ns)) {
+                        log_debug("The mount at %s is not the kept layers recorded; left alone.", LAYERS_PIN);
                         holder = safe_close(holder);
-        }
+                        r = -EBUSY;
+                }
+        } else
+                r = holder;
         if (holder >= 0) {
                 /* The holder and the namespace bound in it; the copies of the holder in other
                  * namespaces (propagation) go with it. */
                 if (umount2(FORMAT_PROC_FD_PATH(holder), MNT_DETACH) < 0)
                         return log_debug_errno(errno, "Could not detach the kept layers: %m");
                 r = 1;
-        } else if (holder != -ENOENT)
-                log_debug("The mount at %s is not the kept layers recorded; left alone.", LAYERS_PIN);
-        (void) unlinkat(journal_fd, LAYERS_RECORD, 0);
-        (void) unlinkat(journal_fd, LAYERS_PIN, AT_REMOVEDIR);
-        return r;
+        }
+        if (r >= 0 || IN_SET(r, -ENOENT, -EBUSY)) {
+                (void) unlinkat(journal_fd, LAYERS_RECORD, 0);
+                (void) unlinkat(journal_fd, LAYERS_PIN, AT_REMOVEDIR);
+        }
+        return r > 0;
 }

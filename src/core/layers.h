@@ -42,8 +42,8 @@ void layers_fetched_free(ImageList *l);
  * every other kept mount.  A mount kept already for that file is left as it is.  fresh: ns is
  * a new, empty namespace (the staging worker's, staging.h), pinned here and recorded.  On
  * failure nothing is kept: the namespace is dropped.  (A process that could not return from
- * the namespace aborts: nothing may go on in it.) */
-int layers_keep(int journal_fd, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n);
+ * the namespace aborts: nothing may go on in it.)  root: the root's path, for messages. */
+int layers_keep(int journal_fd, const char *root, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n);
 
 /* Drops the kept layers: the pinned namespace is detached if it is ours by the recorded
  * identity, and its record removed.  Returns 1 when one was detached, 0 when there was none. */

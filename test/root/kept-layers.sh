@@ -143,6 +143,7 @@ for ((i = 0; i < 50; i++)); do
 	[[ $(readlink /proc/$service/ns/mnt) != "$(readlink /proc/self/ns/mnt)" ]] && break
 	sleep 0.1
 done
+[[ $(readlink /proc/$service/ns/mnt) != "$(readlink /proc/self/ns/mnt)" ]] || fail "the service's namespace did not appear"
 nsenter -t "$service" -m mount --make-rslave "$R"
 in_service() { # the mounts the service's namespace has at PATH
 	awk -v p="$1" '$5 == p { print $5 }' "/proc/$service/mountinfo"
@@ -275,6 +276,32 @@ if [[ $("$SYSEXTD" --version) == *"+test-hooks"* ]]; then
 	read_kept
 	assert_eq "$(kept_count)" 5 "kept mounts"
 fi
+
+check "kept from another generation's trees (a record that says so): dropped and made anew"
+read_kept
+before=$K
+holder_before=$(unique_id "$HOLDER")
+read -r h ns g <"$R/run/sysextd/layers.id"
+echo "$h $ns $((g - 1))" >"$R/run/sysextd/layers.id"
+run_sysextd refresh --always-refresh=yes
+assert_ok
+pin_is_ours || fail "nothing kept after the refresh"
+assert_ne "$(unique_id "$HOLDER")" "$holder_before" "the holder (made anew)"
+read_kept
+assert_eq "$(kept_count)" 5 "kept mounts"
+for f in e1 e2 e3 sq; do
+	assert_ne "$(kept_id "$EXT/$f.raw")" "$(awk -v n="$(name_of "$EXT/$f.raw")" '$1 == n { print $2 }' <<<"$before")" \
+		"kept mount of $f (mounted anew, not reused from another generation)"
+done
+
+check "the namespace unmounted from the holder by hand: the holder goes at the next run, which keeps anew"
+holder_before=$(unique_id "$HOLDER")
+umount "$PIN"
+run_sysextd refresh --always-refresh=yes
+assert_ok
+pin_is_ours || fail "nothing kept after the refresh"
+assert_ne "$(unique_id "$HOLDER")" "$holder_before" "the holder (made anew)"
+assert_eq "$(mountinfo_under "$HOLDER" | wc -l)" 2 "mounts at $HOLDER (the new holder and its namespace only)"
 
 check "unmerge drops them: no mount, no record, no loop device left"
 run_sysextd unmerge
