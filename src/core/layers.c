@@ -113,22 +113,9 @@ static int record_read(int journal_fd, Record *ret) {
 
 static int record_write(int journal_fd, const Record *rec) {
         char text[128];
-        _cleanup_close_ int fd = -EBADF;
-        int n;
 
-        /* No fsync: the record lives as long as the mount it names (run/ is gone at boot), and
-         * a record lost only loses what was kept. */
-        n = snprintf(text, sizeof(text), "%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", rec->holder, rec->ns, rec->generation);
-        (void) unlinkat(journal_fd, LAYERS_RECORD ".tmp", 0);
-        fd = openat(journal_fd, LAYERS_RECORD ".tmp", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0)
-                return negative_errno();
-        errno = 0;
-        if (write(fd, text, n) != n)
-                return errno > 0 ? -errno : -EIO;
-        if (renameat(journal_fd, LAYERS_RECORD ".tmp", journal_fd, LAYERS_RECORD) < 0)
-                return negative_errno();
-        return 0;
+        snprintf(text, sizeof(text), "%" PRIu64 " %" PRIu64 " %" PRIu64 "\n", rec->holder, rec->ns, rec->generation);
+        return write_file_atomic_at(journal_fd, LAYERS_RECORD, text, 0600);
 }
 
 /* The holder at run/sysextd/layers when it is the one recorded: an O_PATH fd, or < 0. */
@@ -196,78 +183,94 @@ static bool ns_is_ours(int ns) {
         return true;
 }
 
-/* The holder is ours by its unique id, but the namespace recorded is no longer bound in it
- * (someone unmounted it): it pins nothing, and goes. */
-static void holder_detach(int holder) {
-        if (umount2(FORMAT_PROC_FD_PATH(holder), MNT_DETACH) < 0)
-                log_debug_errno(errno, "Could not detach the holder of the kept layers: %m");
+/* What is at run/sysextd/layers, against the record. */
+typedef enum HolderState {
+        HOLDER_NONE,    /* no holder, or not the one recorded (a mount there is left alone) */
+        HOLDER_FOREIGN, /* the holder recorded, with a namespace in it that is not one of ours
+                      * (someone with a record of their own making): left alone */
+        HOLDER_EMPTY,   /* the holder recorded, its namespace unmounted from it: pins nothing */
+        HOLDER_OURS,
+        HOLDER_UNKNOWN, /* out of fds or memory: the next run looks again */
+} HolderState;
+
+/* *ret_holder (O_PATH) for HOLDER_EMPTY and HOLDER_OURS, *ret_ns (O_RDONLY) for HOLDER_OURS. */
+static HolderState holder_find(int journal_fd, const Record *rec, int *ret_holder, int *ret_ns) {
+        _cleanup_close_ int holder = -EBADF, ns = -EBADF;
+
+        holder = holder_open(journal_fd, rec);
+        if (IN_SET(holder, -ENOENT, -EBUSY))
+                return HOLDER_NONE;
+        if (holder < 0)
+                return HOLDER_UNKNOWN;
+        ns = pinned_open(holder, rec);
+        if (IN_SET(ns, -EMFILE, -ENFILE, -ENOMEM))
+                return HOLDER_UNKNOWN;
+        if (ns >= 0 && !ns_is_ours(ns))
+                return HOLDER_FOREIGN;
+        *ret_holder = TAKE_FD(holder);
+        if (ns < 0)
+                return HOLDER_EMPTY;
+        *ret_ns = TAKE_FD(ns);
+        return HOLDER_OURS;
+}
+
+/* The record, or < 0; an unreadable one proves nothing and goes. */
+static int record_load(int journal_fd, Record *ret) {
+        int r = record_read(journal_fd, ret);
+
+        if (r == -EBADMSG)
+                (void) unlinkat(journal_fd, LAYERS_RECORD, 0);
+        return r;
 }
 
 int layers_open(int journal_fd, uint64_t generation, int *ret_ns) {
-        _cleanup_close_ int holder = -EBADF;
+        _cleanup_close_ int holder = -EBADF, ns = -EBADF;
         Record rec;
-        int fd, r;
 
-        r = record_read(journal_fd, &rec);
-        if (r == -EBADMSG)
-                (void) unlinkat(journal_fd, LAYERS_RECORD, 0); /* proves nothing */
-        if (r < 0)
+        if (record_load(journal_fd, &rec) < 0)
                 return 0;
         /* Taken from other trees than the live ones (a transition of the daemon, one that was
-         * killed before it kept its mounts): dropped, and made anew. */
+         * killed before it kept its mounts), or pinning nothing: dropped, and made anew. */
         if (rec.generation != generation) {
                 log_debug("The kept layers are of generation %" PRIu64 ", the live trees of %" PRIu64 "; dropping them.",
                           rec.generation, generation);
                 (void) layers_drop(journal_fd);
                 return 0;
         }
-        holder = holder_open(journal_fd, &rec);
-        if (IN_SET(holder, -ENOENT, -EBUSY)) {
-                /* No holder, or not the one recorded: the record goes, a mount is left alone. */
-                log_debug("The kept layers under %s are not the ones recorded; not using them.", LAYERS_PIN);
-                (void) unlinkat(journal_fd, LAYERS_RECORD, 0);
+        switch (holder_find(journal_fd, &rec, &holder, &ns)) {
+        case HOLDER_OURS:
+                *ret_ns = TAKE_FD(ns);
+                return 1;
+        case HOLDER_EMPTY:
+                (void) layers_drop(journal_fd);
                 return 0;
-        }
-        if (holder < 0)
-                return 0; /* (out of fds, memory: the next run tries again) */
-        fd = pinned_open(holder, &rec);
-        if (fd >= 0 && !ns_is_ours(fd)) {
-                /* Another namespace bound in it, by someone with a record of their own making:
-                 * left alone, the record goes. */
-                fd = safe_close(fd);
+        case HOLDER_NONE:
+        case HOLDER_FOREIGN:
                 log_debug("The mount at %s is not the kept layers recorded; not using it.", LAYERS_PIN);
                 (void) unlinkat(journal_fd, LAYERS_RECORD, 0);
                 return 0;
-        }
-        if (fd < 0 && !IN_SET(fd, -EMFILE, -ENFILE, -ENOMEM)) {
-                log_debug("The kept layers' namespace is gone from its holder under %s; dropping the holder.", LAYERS_PIN);
-                holder_detach(holder);
-                (void) unlinkat(journal_fd, LAYERS_RECORD, 0);
+        default:
                 return 0;
         }
-        if (fd < 0)
-                return 0; /* (the next run tries again) */
-        *ret_ns = fd;
-        return 1;
 }
 
-/* In the namespace: whether name is a kept mount; its superblock's device in *ret_dev. */
-static bool kept_mount(const char *name, dev_t *ret_dev) {
+/* Whether path below dir_fd ("": dir_fd itself) is the root of a mount; its superblock's
+ * device in *ret_dev. */
+static bool mount_root_at(int dir_fd, const char *path, dev_t *ret_dev) {
         struct statx sx = {};
 
-        if (statx(AT_FDCWD, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_TYPE, &sx) < 0 || !S_ISDIR(sx.stx_mode) ||
-            !(sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) || !(sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+        if (statx(dir_fd, path, (isempty(path) ? AT_EMPTY_PATH : 0) | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_TYPE, &sx) < 0 ||
+            !S_ISDIR(sx.stx_mode) || !(sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) ||
+            !(sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
                 return false;
         if (ret_dev)
                 *ret_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
         return true;
 }
 
-static bool fd_is_mount_root(int fd) {
-        struct statx sx = {};
-
-        return statx(fd, "", AT_EMPTY_PATH | AT_NO_AUTOMOUNT, STATX_TYPE, &sx) >= 0 &&
-               (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+/* In the namespace: whether name is a kept mount. */
+static bool kept_mount(const char *name, dev_t *ret_dev) {
+        return mount_root_at(AT_FDCWD, name, ret_dev);
 }
 
 /* In the namespace: detaches whatever is mounted at name (one mount, in practice). */
@@ -348,17 +351,14 @@ static int keep_here(Image *const *images, size_t n) {
                 return negative_errno();
         for (size_t i = 0; i < n; i++) {
                 char name[LAYERS_NAME_MAX];
-                struct stat st;
-                dev_t dev;
+                dev_t dev, image_dev;
 
-                if (fstat(images[i]->root_fd, &st) < 0)
-                        return negative_errno();
-                /* A disk image's usr partition is its root directory's "usr": not kept. */
-                if (!fd_is_mount_root(images[i]->root_fd))
+                /* (A mount root, as every image's root is; not kept otherwise.) */
+                if (!mount_root_at(images[i]->root_fd, "", &image_dev))
                         continue;
                 layers_name(&images[i]->st, name);
                 if (kept_mount(name, &dev)) {
-                        if (dev == st.st_dev) {
+                        if (dev == image_dev) {
                                 memcpy(kept[n_kept++], name, LAYERS_NAME_MAX); /* reused: it is this mount's clone */
                                 continue;
                         }
@@ -487,39 +487,27 @@ fail:
 }
 
 int layers_drop(int journal_fd) {
-        _cleanup_close_ int holder = -EBADF;
+        _cleanup_close_ int holder = -EBADF, ns = -EBADF;
         Record rec;
-        int r;
 
-        r = record_read(journal_fd, &rec);
-        if (r == -EBADMSG)
-                (void) unlinkat(journal_fd, LAYERS_RECORD, 0); /* proves nothing */
-        if (r < 0)
+        if (record_load(journal_fd, &rec) < 0)
                 return 0;
-        holder = holder_open(journal_fd, &rec);
-        if (holder >= 0) {
-                _cleanup_close_ int ns = pinned_open(holder, &rec);
-
-                /* A namespace of another kind bound in our holder (by someone with a record
-                 * of their own making) is left alone, and the record goes; one that is gone
-                 * leaves the holder ours, pinning nothing. */
-                if (ns >= 0 && !ns_is_ours(ns)) {
-                        log_debug("The mount at %s is not the kept layers recorded; left alone.", LAYERS_PIN);
-                        holder = safe_close(holder);
-                        r = -EBUSY;
-                }
-        } else
-                r = holder;
-        if (holder >= 0) {
+        switch (holder_find(journal_fd, &rec, &holder, &ns)) {
+        case HOLDER_OURS:
+        case HOLDER_EMPTY:
                 /* The holder and the namespace bound in it; the copies of the holder in other
                  * namespaces (propagation) go with it. */
                 if (umount2(FORMAT_PROC_FD_PATH(holder), MNT_DETACH) < 0)
                         return log_debug_errno(errno, "Could not detach the kept layers: %m");
-                r = 1;
+                break;
+        case HOLDER_NONE:
+        case HOLDER_FOREIGN:
+                log_debug("The mount at %s is not the kept layers recorded; left alone.", LAYERS_PIN);
+                break;
+        default:
+                return 0;
         }
-        if (r >= 0 || IN_SET(r, -ENOENT, -EBUSY)) {
-                (void) unlinkat(journal_fd, LAYERS_RECORD, 0);
-                (void) unlinkat(journal_fd, LAYERS_PIN, AT_REMOVEDIR);
-        }
-        return r > 0;
+        (void) unlinkat(journal_fd, LAYERS_RECORD, 0);
+        (void) unlinkat(journal_fd, LAYERS_PIN, AT_REMOVEDIR);
+        return holder >= 0;
 }

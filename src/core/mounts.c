@@ -19,6 +19,7 @@
 #include <linux/openat2.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -725,13 +726,26 @@ void mount_ns_visit_done(MountNsVisit *v) {
         *v = (MountNsVisit) MOUNT_NS_VISIT_INIT;
 }
 
-int mount_ns_visit_begin(MountNsVisit *v) {
+int mount_ns_open_own(uint64_t *ret_id) {
         char path[64];
+        int fd;
+
+        if (ret_id)
+                *ret_id = 0;
+        snprintf(path, sizeof(path), "%sself/ns/mnt", proc_prefix());
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        if (ret_id && ioctl(fd, NS_GET_MNTNS_ID, ret_id) < 0)
+                *ret_id = 0;
+        return fd;
+}
+
+int mount_ns_visit_begin(MountNsVisit *v) {
         int r;
 
         *v = (MountNsVisit) MOUNT_NS_VISIT_INIT;
-        snprintf(path, sizeof(path), "%sself/ns/mnt", proc_prefix());
-        v->home = open(path, O_RDONLY | O_CLOEXEC);
+        v->home = mount_ns_open_own(NULL);
         v->root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
         v->cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
         /* setns() into a mount namespace wants the thread's root and working directory to be

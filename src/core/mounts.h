@@ -129,6 +129,10 @@ int mount_targets_of(const char *fstype, const char *source, const char *under, 
 /* The mountinfo entry of the mount a live path reaches (its top): fstype and source. */
 int mount_top_entry(int fd, MountEntry *ret);
 
+/* This thread's mount namespace (O_RDONLY), and its id (NS_GET_MNTNS_ID, Linux 6.8; 0 where
+ * unknown) in *ret_id unless NULL. */
+int mount_ns_open_own(uint64_t *ret_id);
+
 /* A visit of this thread to another mount namespace, and the way back: setns() and unshare()
  * move the root and the working directory, which are put back as they were (a chroot too). */
 typedef struct MountNsVisit {

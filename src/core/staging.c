@@ -47,14 +47,12 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <json-c/json.h>
-#include <linux/nsfs.h>
 #include <linux/openat2.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
@@ -527,19 +525,6 @@ finish:
         return r;
 }
 
-/* This process's mount namespace: an fd, and its id (0: unknown). */
-static int own_mntns(uint64_t *ret_id) {
-        char path[64];
-        int fd;
-
-        snprintf(path, sizeof(path), "%sself/ns/mnt", proc_prefix());
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        *ret_id = 0;
-        if (fd >= 0 && ioctl(fd, NS_GET_MNTNS_ID, ret_id) < 0)
-                *ret_id = 0;
-        return fd;
-}
-
 /* unshare(CLONE_NEWNS), for a namespace the parent can pin (ret_ns: its fd, -EBADF if none
  * came).  Linux refuses to bind the nsfs file of a mount namespace that is not newer than the
  * binder's own (mnt_ns_loop(), by namespace id), and since Linux 6.18 those ids come from
@@ -552,12 +537,11 @@ static int unshare_pinnable(int *ret_ns) {
         uint64_t parent_id, id;
         int fd;
 
-        fd = own_mntns(&parent_id);
-        safe_close(fd);
+        safe_close(mount_ns_open_own(&parent_id));
         *ret_ns = -EBADF;
         if (unshare(CLONE_NEWNS) < 0)
                 return negative_errno();
-        fd = own_mntns(&id);
+        fd = mount_ns_open_own(&id);
         if (fd < 0 || parent_id == 0 || id == 0 || id > parent_id) {
                 *ret_ns = fd;
                 return 0;
@@ -576,7 +560,7 @@ static int unshare_pinnable(int *ret_ns) {
                         (void) sched_setaffinity(0, sizeof(allowed), &allowed);
                         return negative_errno();
                 }
-                fd = own_mntns(&id);
+                fd = mount_ns_open_own(&id);
                 if (fd >= 0 && id <= parent_id)
                         fd = safe_close(fd);
         }
