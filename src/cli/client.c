@@ -16,13 +16,19 @@
 #include "output.h"
 #include "util.h"
 
-/* The options a call carries: only what was asked for, the daemon's configuration for the
- * rest. */
+/* The root the call is for, canonical: sent with every call that takes options (the daemon
+ * refuses one for another root), asked for before any other call (check_root()). */
+static const char *wanted_root = NULL;
+
+/* The options a call carries: the root, what was asked for, the daemon's configuration for
+ * the rest. */
 static int append_options(sd_bus_message *m, const EngineOptions *o) {
         static const char *const mutable_key[_IMAGE_CLASS_MAX] = { "sysext-mutable", "confext-mutable" };
         int r;
 
         r = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (r >= 0 && wanted_root)
+                r = sd_bus_message_append(m, "{sv}", "root", "s", wanted_root);
         if (r >= 0 && o->force)
                 r = sd_bus_message_append(m, "{sv}", "force", "b", 1);
         if (r >= 0 && o->always_refresh)
@@ -92,9 +98,10 @@ static int call(sd_bus *bus, const char *method, const EngineOptions *o, sd_bus_
         return call_send(bus, m, ret);
 }
 
-static int check_root(sd_bus *bus, const char *root) {
+/* For calls without options: the daemon's root must be the one wanted. */
+static int check_root(sd_bus *bus, const char *wanted) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *served = NULL, *wanted = NULL;
+        _cleanup_free_ char *served = NULL;
         int r;
 
         r = sd_bus_get_property_string(bus, SYSEXTD_BUS_NAME, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, "Root", &error,
@@ -106,9 +113,6 @@ static int check_root(sd_bus *bus, const char *root) {
                                                error.message ?: error.name);
                 return log_error_errno(r, "Failed to ask the sysextd daemon for its root: %s", error.message ?: strerror(-r));
         }
-        wanted = realpath(root ?: "/", NULL);
-        if (!wanted)
-                return log_error_errno(errno, "Failed to resolve %s: %m", root);
         if (!streq(served, wanted))
                 return log_error_errno(EXDEV, "The sysextd daemon serves %s, not %s; use --no-bus to work on %s.", served,
                                        wanted, wanted);
@@ -766,17 +770,26 @@ static int status(sd_bus *bus, const EngineOptions *opts, const OutputOptions *o
 int client_run(const char *verb, const char *root, char *const *pids, const ClientCommit *c, const EngineOptions *o,
                const OutputOptions *out) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_free_ char *wanted = NULL;
         int r;
 
+        wanted = realpath(root ?: "/", NULL);
+        if (!wanted)
+                return log_error_errno(errno, "Failed to resolve %s: %m", root ?: "/");
         r = sd_bus_open_system(&bus);
         if (r < 0)
                 return log_error_errno(r, "Failed to connect to the system bus: %m; use --no-bus to run without the daemon.");
         /* Someone at a terminal can be asked by a polkit agent to authenticate. */
         (void) sd_bus_set_allow_interactive_authorization(bus, isatty(STDIN_FILENO));
 
-        r = check_root(bus, root);
-        if (r < 0)
-                return r;
+        /* The calls that take options carry the root; the others ask for the daemon's first. */
+        if (STR_IN_SET(verb, "merge", "refresh", "unmerge", "rollback", "list"))
+                wanted_root = wanted;
+        else {
+                r = check_root(bus, wanted);
+                if (r < 0)
+                        return r;
+        }
 
         if (streq(verb, "merge"))
                 return transition(bus, "Merge", o, out);

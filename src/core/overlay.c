@@ -4,6 +4,8 @@
  *
  * Steps: fsopen("overlay") -> fsconfig(source, lowerdir+ ..., [upperdir, workdir], options,
  *        [ro]) -> FSCONFIG_CMD_CREATE -> fsmount(attributes).
+ * A layer the caller has open goes in by its fd (FSCONFIG_SET_FD, Linux 6.13; used from 6.15,
+ * kernel.h's detached-layers, on), else by its path.
  * Before Linux 6.8 (no lowerdir+, kernel.h) all layers go into one "lowerdir" string, or,
  * for a long one, into mount(2)'s options.  A tree without an upper directory is read-only;
  * one with it is writable (mutable modes, mutable.h).  Options that are per-mount flags in
@@ -33,13 +35,13 @@ void overlay_plan_done(OverlayPlan *p) {
         *p = (OverlayPlan) {};
 }
 
-static int plan_add(OverlayPlan *p, const char *key, const char *value) {
+static int plan_add_fd(OverlayPlan *p, const char *key, const char *value, int fd) {
         OverlayParam *n = realloc(p->params, sizeof(OverlayParam) * (p->n + 1));
 
         if (!n)
                 return -ENOMEM;
         p->params = n;
-        n[p->n] = (OverlayParam) { .key = strdup(key), .value = value ? strdup(value) : NULL };
+        n[p->n] = (OverlayParam) { .key = strdup(key), .value = value ? strdup(value) : NULL, .fd = fd };
         if (!n[p->n].key || (value && !n[p->n].value)) {
                 free(n[p->n].key);
                 free(n[p->n].value);
@@ -47,6 +49,10 @@ static int plan_add(OverlayPlan *p, const char *key, const char *value) {
         }
         p->n++;
         return 0;
+}
+
+static int plan_add(OverlayPlan *p, const char *key, const char *value) {
+        return plan_add_fd(p, key, value, -EBADF);
 }
 
 static char *escape_layer(const char *s) {
@@ -195,8 +201,8 @@ int overlay_plan_build(const OverlaySpec *s, bool lowerdir_plus, OverlayPlan *re
                 return r;
 
         if (lowerdir_plus) {
-                STRV_FOREACH(l, s->layers) {
-                        r = plan_add(&p, "lowerdir+", *l);
+                for (size_t i = 0; i < n; i++) {
+                        r = plan_add_fd(&p, "lowerdir+", s->layers[i], s->layer_fds ? s->layer_fds[i] : -EBADF);
                         if (r < 0)
                                 return r;
                 }
@@ -254,7 +260,9 @@ int overlay_plan_build(const OverlaySpec *s, bool lowerdir_plus, OverlayPlan *re
         return 0;
 }
 
-static int overlay_try(const OverlayPlan *p, int *ret_mount_fd, char **ret_message) {
+/* 'by_fd': layers with an fd are given by it (FSCONFIG_SET_FD), which spares the kernel a path
+ * walk through /proc per layer. */
+static int overlay_try(const OverlayPlan *p, bool by_fd, int *ret_mount_fd, char **ret_message) {
         _cleanup_close_ int fs_fd = -EBADF, mnt_fd = -EBADF;
         int r;
 
@@ -263,7 +271,9 @@ static int overlay_try(const OverlayPlan *p, int *ret_mount_fd, char **ret_messa
                 return negative_errno();
 
         for (size_t i = 0; i < p->n; i++) {
-                if (p->params[i].value)
+                if (by_fd && p->params[i].fd >= 0)
+                        r = fsconfig(fs_fd, FSCONFIG_SET_FD, p->params[i].key, NULL, p->params[i].fd);
+                else if (p->params[i].value)
                         r = fsconfig(fs_fd, FSCONFIG_SET_STRING, p->params[i].key, p->params[i].value, 0);
                 else
                         r = fsconfig(fs_fd, FSCONFIG_SET_FLAG, p->params[i].key, NULL, 0);
@@ -291,7 +301,8 @@ int overlay_mount(const OverlaySpec *s, int *ret_mount_fd, char **ret_message) {
         r = overlay_plan_build(s, kernel_has(KERNEL_LOWERDIR_PLUS), &p);
         if (r < 0)
                 return r;
-        r = overlay_try(&p, ret_mount_fd, &msg);
+        /* Layers as fds came with Linux 6.13, before detached mounts as layers (6.15). */
+        r = overlay_try(&p, kernel_has(KERNEL_DETACHED_LAYERS), ret_mount_fd, &msg);
         if (r < 0)
                 *ret_message = TAKE_PTR(msg);
         return r;

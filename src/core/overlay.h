@@ -19,11 +19,13 @@
 typedef struct OverlayParam {
         char *key;
         char *value; /* NULL for flags */
+        int fd;      /* a layer's fd, given as such where the kernel takes one (value names it too); or -1 */
 } OverlayParam;
 
 /* What to mount. */
 typedef struct OverlaySpec {
         char *const *layers;  /* lower layers, top first */
+        const int *layer_fds; /* NULL, or for each layer an fd open on it (or -1) */
         const char *upper;    /* upper and work directory: a writable overlay; NULL: read-only */
         const char *work;
         unsigned attrs;       /* MOUNT_ATTR_NODEV, _NOSUID, _NOEXEC for the mount */

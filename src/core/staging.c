@@ -346,7 +346,8 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, co
         _cleanup_free_ char *base = NULL, *meta = NULL, *top = NULL, *msg = NULL, *upper = NULL, *work = NULL;
         _cleanup_strv_free_ char **layers = NULL;
         size_t n_children = strv_length(req->children);
-        _cleanup_free_ int *child_fds = NULL, *layer_fds = NULL;
+        _cleanup_free_ int *child_fds = NULL, *layer_fds = NULL, *spec_fds = NULL;
+        size_t n_spec = 0;
         _cleanup_close_ int base_fd = -EBADF, ovl_fd = -EBADF, top_fd = -EBADF;
         struct stat base_st;
         OverlaySpec spec;
@@ -354,7 +355,9 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, co
 
         child_fds = malloc(sizeof(int) * (n_children ?: 1));
         layer_fds = malloc(sizeof(int) * (req->n_layers ?: 1));
-        if (!child_fds || !layer_fds)
+        /* The fd of each layer of the spec, in its order (-1: by path). */
+        spec_fds = malloc(sizeof(int) * (req->n_layers + 3));
+        if (!child_fds || !layer_fds || !spec_fds)
                 return worker_fail(w, ENOMEM, "Out of memory");
         for (size_t i = 0; i < n_children; i++)
                 child_fds[i] = -EBADF;
@@ -405,6 +408,9 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, co
                 r = worker_fail(w, ENOMEM, "Out of memory");
                 goto finish;
         }
+        spec_fds[n_spec++] = -EBADF;
+        if (req->import_fd_here >= 0)
+                spec_fds[n_spec++] = req->import_fd_here;
         for (size_t i = 0; i < req->n_layers; i++) {
                 const Image *img = &images[req->layers[i]];
 
@@ -419,15 +425,18 @@ static int build_one(Worker *w, Image *images, StagingRequest *req, size_t k, co
                         r = worker_fail(w, ENOMEM, "Out of memory");
                         goto finish;
                 }
+                spec_fds[n_spec++] = layer_fds[i];
         }
         if (req->base_layer && strv_extend(&layers, base) < 0) {
                 r = worker_fail(w, ENOMEM, "Out of memory");
                 goto finish;
         }
+        spec_fds[n_spec++] = -EBADF;
 
         /* Step 5. */
         spec = (OverlaySpec) {
-                .layers = layers, .upper = upper, .work = work, .attrs = req->attrs, .options = req->options,
+                .layers = layers, .layer_fds = spec_fds, .upper = upper, .work = work, .attrs = req->attrs,
+                .options = req->options,
         };
         if (kernel_has(KERNEL_LOWERDIR_PLUS)) {
                 r = overlay_mount(&spec, &ovl_fd, &msg);

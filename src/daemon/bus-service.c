@@ -515,7 +515,7 @@ static int authorize_and_queue(Manager *m, sd_bus_message *message, Mutation *x,
 }
 
 #define KNOWN_OPTIONS \
-        "always-refresh, class, confext-mutable, confirm-within (Refresh), delay, force, image-policy, mutable, no-reload, noexec, strict, sysext-mutable, unpin (Rollback)"
+        "always-refresh, class, confext-mutable, confirm-within (Refresh), delay, force, image-policy, mutable, no-reload, noexec, root, strict, sysext-mutable, unpin (Rollback)"
 /* Of one method only: Refresh's confirm-within (t, seconds), Rollback's unpin (b). */
 
 static int read_option_string(sd_bus_message *message, const char *key, const char **ret, sd_bus_error *error) {
@@ -532,7 +532,8 @@ static int read_option_string(sd_bus_message *message, const char *key, const ch
         return sd_bus_message_read(message, "v", "s", ret);
 }
 
-static int parse_options(sd_bus_message *message, EngineVerb verb, EngineOptions *o, sd_bus_error *error) {
+/* 'root' is the daemon's root, which the option "root" must name when given. */
+static int parse_options(sd_bus_message *message, const char *root, EngineVerb verb, EngineOptions *o, sd_bus_error *error) {
         int r, any_mutable = -1;
 
         r = sd_bus_message_enter_container(message, 'a', "{sv}");
@@ -547,7 +548,20 @@ static int parse_options(sd_bus_message *message, EngineVerb verb, EngineOptions
                 r = sd_bus_message_read(message, "s", &key);
                 if (r < 0)
                         return r;
-                if (streq(key, "class")) {
+                if (streq(key, "root")) {
+                        const char *wanted;
+
+                        /* The root the caller means, canonical (the client sends it first,
+                         * instead of reading the property Root before its call). */
+                        r = read_option_string(message, key, &v, error);
+                        if (r < 0)
+                                return r;
+                        wanted = string_safe(v, &safe_value);
+                        if (!streq(v, root))
+                                return sd_bus_error_setf(error, SYSEXTD_ERROR_WRONG_ROOT,
+                                                         "The sysextd daemon serves %s, not %s; use --no-bus to work on %s.", root,
+                                                         wanted, wanted);
+                } else if (streq(key, "class")) {
                         int k;
                         r = read_option_string(message, key, &v, error);
                         if (r < 0)
@@ -670,7 +684,7 @@ static int method_transition(sd_bus_message *message, void *userdata, sd_bus_err
         Mutation x = { .verb = verb, .options = ENGINE_OPTIONS_INIT, .pidfd = -EBADF };
         int r;
 
-        r = parse_options(message, verb, &x.options, error);
+        r = parse_options(message, m->engine->root, verb, &x.options, error);
         if (r < 0)
                 return r;
         r = authorize_and_queue(m, message, &x, error);
@@ -688,7 +702,7 @@ static int method_rollback(sd_bus_message *message, void *userdata, sd_bus_error
         r = sd_bus_message_read(message, "t", &generation);
         if (r < 0)
                 return r;
-        r = parse_options(message, ENGINE_ROLLBACK, &x.options, error);
+        r = parse_options(message, m->engine->root, ENGINE_ROLLBACK, &x.options, error);
         if (r < 0)
                 return r;
         if (generation > 0 && x.options.unpin)
@@ -996,7 +1010,7 @@ static int method_list_images(sd_bus_message *message, void *userdata, sd_bus_er
                 EngineOptions o = ENGINE_OPTIONS_INIT;
 
                 /* Only the class is meaningful for a listing; the rest is checked all the same. */
-                r = parse_options(message, _ENGINE_VERB_MAX, &o, error);
+                r = parse_options(message, m->engine->root, _ENGINE_VERB_MAX, &o, error);
                 if (r < 0)
                         return r;
         }

@@ -25,7 +25,8 @@
  *
  * After a transition the worker hands over the mounts of the images in the new tree; the
  * daemon keeps them as its image cache, and the next transition reuses every image that did
- * not change, so a refresh costs in proportion to what changed.
+ * not change, so a refresh costs in proportion to what changed.  The worker sends its result
+ * first and the cache after it: the callers are answered meanwhile.
  *
  * Lifecycle: at start, before serving anyone, stale dm-verity devices are removed and an
  * interrupted transition is resolved (a partly finished one is completed by a refresh job);
@@ -168,7 +169,7 @@ static void add_result(json_object *doc, const EngineResult *res) {
         json_object_object_add(doc, "error", json_object_new_string(res->message ?: ""));
 }
 
-static int run_transition(void *userdata, json_object *doc, int **ret_fds, size_t *ret_n_fds) {
+static int run_transition(void *userdata, json_object *doc) {
         Job *j = userdata;
         Manager *m = j->manager;
         Collected c = { .messages = json_object_new_array() };
@@ -205,36 +206,47 @@ static int run_transition(void *userdata, json_object *doc, int **ret_fds, size_
                 }
                 json_object_object_add(doc, "unit_jobs", a);
         }
-
-        /* The images that went into the new tree, with their mounts, become the daemon's
-         * cache: described in the document, their fds sent after it. */
-        if (e->result.r >= 0 && e->probed_valid) {
-                json_object *a = json_object_new_array();
-                int *fds = calloc(e->probed.n + 1, sizeof(int));
-                size_t n = 0;
-
-                if (!fds)
-                        return -ENOMEM;
-                for (size_t i = 0; i < e->probed.n; i++) {
-                        const Image *img = &e->probed.images[i];
-
-                        if (img->root_fd < 0)
-                                continue;
-                        json_object_array_add(a, image_to_json(img, IMAGE_JSON_WORKER));
-                        fds[n++] = img->root_fd;
-                }
-                json_object_object_add(doc, "cache", a);
-                *ret_fds = fds;
-                *ret_n_fds = n;
-        }
+        /* Whether a cache follows (run_transition_handover()): a worker that dies before it
+         * was sent leaves the daemon none. */
+        if (e->result.r >= 0 && e->probed_valid)
+                json_object_object_add(doc, "cache_follows", json_object_new_boolean(true));
         return e->result.r;
+}
+
+/* After the result: the images that went into the new tree, with their mounts, become the
+ * daemon's cache, described in the handover document, their fds sent after it. */
+static int run_transition_handover(void *userdata, json_object *doc, int **ret_fds, size_t *ret_n_fds) {
+        Job *j = userdata;
+        Engine *e = j->manager->engine;
+        json_object *a;
+        int *fds;
+        size_t n = 0;
+
+        if (e->result.r < 0 || !e->probed_valid)
+                return 0;
+        fds = calloc(e->probed.n + 1, sizeof(int));
+        if (!fds)
+                return -ENOMEM;
+        a = json_object_new_array();
+        for (size_t i = 0; i < e->probed.n; i++) {
+                const Image *img = &e->probed.images[i];
+
+                if (img->root_fd < 0)
+                        continue;
+                json_object_array_add(a, image_to_json(img, IMAGE_JSON_WORKER));
+                fds[n++] = img->root_fd;
+        }
+        json_object_object_add(doc, "cache", a);
+        *ret_fds = fds;
+        *ret_n_fds = n;
+        return 0;
 }
 
 /* Follow or Unfollow.  The pidfd is asked for its PID once more first: while the process lives
  * its PID is not reused, so a process that exited since the call is refused here rather than
  * its PID's next owner followed.  (engine_follow() looks the namespace up right after: a
  * process would have to exit and its PID be taken again in between.) */
-static int run_follow(void *userdata, json_object *doc, int **ret_fds, size_t *ret_n_fds) {
+static int run_follow(void *userdata, json_object *doc) {
         Job *j = userdata;
         Engine *e = j->manager->engine;
         pid_t pid = 0;
@@ -267,7 +279,7 @@ static int run_follow(void *userdata, json_object *doc, int **ret_fds, size_t *r
 }
 
 /* Commit: the caller's namespace (its pidfd checked as for Follow), a unit's, or everywhere. */
-static int run_commit(void *userdata, json_object *doc, int **ret_fds, size_t *ret_n_fds) {
+static int run_commit(void *userdata, json_object *doc) {
         Job *j = userdata;
         Engine *e = j->manager->engine;
         Collected c = { .messages = json_object_new_array() };
@@ -296,7 +308,7 @@ static int run_commit(void *userdata, json_object *doc, int **ret_fds, size_t *r
 }
 
 /* Confirm: the deadline of a refresh --confirm-within= goes. */
-static int run_confirm(void *userdata, json_object *doc, int **ret_fds, size_t *ret_n_fds) {
+static int run_confirm(void *userdata, json_object *doc) {
         Job *j = userdata;
         Engine *e = j->manager->engine;
         Collected c = { .messages = json_object_new_array() };
@@ -311,7 +323,7 @@ static int run_confirm(void *userdata, json_object *doc, int **ret_fds, size_t *
         return e->result.r;
 }
 
-static int run_list(void *userdata, json_object *doc, int **ret_fds, size_t *ret_n_fds) {
+static int run_list(void *userdata, json_object *doc) {
         Job *j = userdata;
         Engine *e = j->manager->engine;
         _cleanup_image_list_ ImageList l = {};
@@ -363,17 +375,24 @@ static void manager_emit_changes(Manager *m, const EngineStatus *s) {
         bus_emit_tree_changed(m, s);
 }
 
-/* The worker's cache description plus the fds that followed it: the next image cache. */
+/* The worker's cache description plus the fds that followed it: the next image cache.  One
+ * that was to follow and did not (the worker died after its result) leaves none. */
 static int take_cache(Manager *m, Job *j) {
         _cleanup_image_list_ ImageList l = {};
-        json_object *a = json_get_array(j->report.doc, "cache");
+        json_object *a = json_get_array(j->report.handover, "cache"), *follows = NULL;
         int r;
 
-        if (!a)
-                return 0;
-        r = image_list_from_json(a, IMAGE_JSON_WORKER, &l);
-        if (r < 0 || l.n != j->report.n_fds)
+        if (!a) {
+                if (!json_object_object_get_ex(j->report.doc, "cache_follows", &follows) || !json_object_get_boolean(follows))
+                        return 0;
+                image_list_free(&m->cache);
                 return -EBADMSG;
+        }
+        r = image_list_from_json(a, IMAGE_JSON_WORKER, &l);
+        if (r < 0 || l.n != j->report.n_fds) {
+                image_list_free(&m->cache);
+                return -EBADMSG;
+        }
         for (size_t i = 0; i < l.n; i++) {
                 l.images[i].root_fd = j->report.fds[i];
                 l.images[i].verdict = IMAGE_COMPATIBLE;
@@ -518,10 +537,10 @@ static void manager_exit_if_done(Manager *m) {
                 (void) sd_event_exit(m->event, 0);
 }
 
-/* The callers hear the outcome as soon as the worker's report is complete: the worker may
- * still be exiting then (its memory given back), which they need not wait for; the next job
- * does.  A worker that died before reporting is answered once it is reaped, with how it
- * died. */
+/* The callers hear the outcome as soon as the worker's result is in: the worker may still be
+ * handing over its cache and exiting then (its memory given back), which they need not wait
+ * for; the next job does.  A worker that died before reporting is answered once it is reaped,
+ * with how it died. */
 static void job_answer(Job *j) {
         Manager *m = j->manager;
         json_object *doc = j->report.doc;
@@ -642,8 +661,13 @@ static int on_worker_output(sd_event_source *s, int fd, uint32_t revents, void *
         Job *j = userdata;
         int r = worker_read(fd, &j->report);
 
-        if (r == 0)
+        if (r == 0) {
+                /* The result is in: its callers hear it while the worker hands over its cache
+                 * (a listing is answered at its end: until then, who asks for one joins it). */
+                if (j->report.doc && !j->answered && j->type != JOB_LIST)
+                        job_answer(j);
                 return 0;
+        }
         if (r < 0)
                 log_warning_errno(r, "A worker sent an unreadable report: %m");
         j->report.eof = true;
@@ -673,7 +697,7 @@ static int job_start(Job *j) {
                          : j->type == JOB_COMMIT   ? run_commit
                          : j->type == JOB_CONFIRM  ? run_confirm
                                                    : run_list,
-                         j, &j->pid, &j->fd);
+                         j->type == JOB_TRANSITION ? run_transition_handover : NULL, j, &j->pid, &j->fd);
         if (r < 0)
                 return r;
         r = sd_event_add_io(m->event, &j->io_source, j->fd, EPOLLIN, on_worker_output, j);

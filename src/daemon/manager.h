@@ -123,7 +123,7 @@ typedef struct Job {
         int fd;
         sd_event_source *io_source, *child_source;
         WorkerReport report;
-        bool answered; /* its callers: once the report is complete, maybe before the worker exited */
+        bool answered; /* its callers: once the result is in, maybe before the handover and the exit */
         bool exited;
         int status;
 

@@ -43,22 +43,40 @@ static int document_to_memfd(json_object *doc) {
         return TAKE_FD(fd);
 }
 
-static _noreturn_ void worker_child(int sock, WorkerFunction f, void *userdata) {
+static int send_document(int sock, const char *kind, json_object *doc) {
+        _cleanup_close_ int memfd = document_to_memfd(doc);
+
+        if (memfd < 0)
+                return memfd;
+        return send_with_fds(sock, kind, strlen(kind), &memfd, 1);
+}
+
+static _noreturn_ void worker_child(int sock, WorkerFunction f, WorkerHandover h, void *userdata) {
         json_object *doc = json_object_new_object();
         _cleanup_free_ int *fds = NULL;
         size_t n_fds = 0;
-        int memfd, r;
+        int r;
 
-        r = f(userdata, doc, &fds, &n_fds);
+        r = f(userdata, doc);
         if (!json_object_object_get_ex(doc, "r", NULL))
                 json_object_object_add(doc, "r", json_object_new_int(r));
-        memfd = document_to_memfd(doc);
-        if (memfd < 0 || send_with_fds(sock, "doc", 3, &memfd, 1) < 0)
+        if (send_document(sock, "doc", doc) < 0)
                 _exit(2);
-        for (size_t i = 0; i < n_fds; i += WORKER_FDS_PER_MESSAGE)
-                if (send_with_fds(sock, "fds", 3, fds + i, MIN(WORKER_FDS_PER_MESSAGE, n_fds - i)) < 0)
+        if (h) {
+                json_object *handover = json_object_new_object();
+
+#ifdef SYSEXTD_TEST_HOOKS
+                testhook_point("worker-handover", 0);
+#endif
+                /* The callers may hear the result meanwhile: a failure here costs the daemon
+                 * only what it would have kept. */
+                if (h(userdata, handover, &fds, &n_fds) < 0 || send_document(sock, "handover", handover) < 0)
                         _exit(2);
-        /* The end of the report now: the daemon answers its callers without waiting for this
+                for (size_t i = 0; i < n_fds; i += WORKER_FDS_PER_MESSAGE)
+                        if (send_with_fds(sock, "fds", 3, fds + i, MIN(WORKER_FDS_PER_MESSAGE, n_fds - i)) < 0)
+                                _exit(2);
+        }
+        /* The end of the report now: the daemon finishes the job without waiting for this
          * process to give its memory back (exit closes files only after that). */
         safe_close(sock);
 #ifdef SYSEXTD_TEST_HOOKS
@@ -67,7 +85,7 @@ static _noreturn_ void worker_child(int sock, WorkerFunction f, void *userdata) 
         _exit(0);
 }
 
-int worker_start(WorkerFunction f, void *userdata, pid_t *ret_pid, int *ret_fd) {
+int worker_start(WorkerFunction f, WorkerHandover h, void *userdata, pid_t *ret_pid, int *ret_fd) {
         int pair[2];
         pid_t pid;
 
@@ -92,7 +110,7 @@ int worker_start(WorkerFunction f, void *userdata, pid_t *ret_pid, int *ret_fd) 
                 (void) signal(SIGPIPE, SIG_IGN);
                 sigemptyset(&ss);
                 (void) sigprocmask(SIG_SETMASK, &ss, NULL);
-                worker_child(pair[1], f, userdata);
+                worker_child(pair[1], f, h, userdata);
         }
         safe_close(pair[1]);
         (void) fcntl(pair[0], F_SETFL, O_NONBLOCK);
@@ -104,6 +122,8 @@ int worker_start(WorkerFunction f, void *userdata, pid_t *ret_pid, int *ret_fd) 
 void worker_report_done(WorkerReport *r) {
         if (r->doc)
                 json_object_put(r->doc);
+        if (r->handover)
+                json_object_put(r->handover);
         for (size_t i = 0; i < r->n_fds; i++)
                 safe_close(r->fds[i]);
         free(r->fds);
@@ -147,17 +167,23 @@ int worker_read(int fd, WorkerReport *rep) {
                 }
                 if (r < 0)
                         return r;
-                if (!rep->doc) {
-                        if (!streq(data, "doc") || n != 1) {
+                if (!rep->doc || (!rep->handover && streq(data, "handover"))) {
+                        if (n != 1 || !streq(data, rep->doc ? "handover" : "doc")) {
                                 for (size_t i = 0; i < n; i++)
                                         safe_close(fds[i]);
                                 return -EBADMSG;
                         }
-                        r = read_document(fds[0], &rep->doc);
+                        r = read_document(fds[0], rep->doc ? &rep->handover : &rep->doc);
                         safe_close(fds[0]);
                         if (r < 0)
                                 return r;
                         continue;
+                }
+                /* Fds only after the handover's description, which says what they are. */
+                if (!rep->handover || !streq(data, "fds")) {
+                        for (size_t i = 0; i < n; i++)
+                                safe_close(fds[i]);
+                        return -EBADMSG;
                 }
                 {
                         int *m = realloc(rep->fds, sizeof(int) * (rep->n_fds + n));

@@ -6,7 +6,11 @@
 #    changes;
 #  - Merge with no image at all, and with only incompatible images ->
 #    org.sysextd1.Error.NoImages;
-#  - Merge while merged -> org.sysextd1.Error.AlreadyMerged, "already merged".
+#  - Merge while merged -> org.sysextd1.Error.AlreadyMerged, "already merged";
+#  - a call for another root (the option root, which the CLI sends with every
+#    call that takes options, and the property Root, which it reads before the
+#    others) -> org.sysextd1.Error.WrongRoot, and every verb of the CLI refuses
+#    with the same line; the root given through a symlink is the daemon's.
 # For the last two the CLI, through the daemon, prints the error's message as
 # its one line on stderr and exits 1 — the line `--no-bus` ends with.
 set -euo pipefail
@@ -124,5 +128,79 @@ assert_eq "$(generation)" 1 "Generation after Merge twice"
 
 check "InvalidOption is checked before AlreadyMerged"
 expect_error org.sysextd1.Error.InvalidOption "bogus" Merge '{"bogus": <true>}'
+
+# -------------------------------------------------------------- WrongRoot
+OTHER=$(mktemp -d "$WORK/other-root.XXXXXX")
+mkdir -p "$OTHER"/usr "$OTHER"/var/lib/extensions
+cp "$R"/var/lib/extensions/ext1.raw "$OTHER"/var/lib/extensions/
+served=$(realpath "$R")
+wrong_line="The sysextd daemon serves $served, not $OTHER; use --no-bus to work on $OTHER."
+
+# cli_other_root VERB... — sysextd VERB for $OTHER through the daemon exits 1
+# with the one line naming both roots; neither tree changes.
+cli_other_root() {
+	local before gen
+	before=$(tree_snapshot) gen=$(generation)
+	_capture env DBUS_SYSTEM_BUS_ADDRESS="$BUS_ADDR" "$SYSEXTD" --root="$OTHER" "$@"
+	assert_rc 1 "sysextd --root=$OTHER $* (through the daemon)"
+	assert_eq "$ERR" "$wrong_line" "stderr of sysextd --root=$OTHER $*"
+	assert_eq "$(tree_snapshot)" "$before" "tree after sysextd --root=$OTHER $*"
+	assert_eq "$(generation)" "$gen" "Generation after sysextd --root=$OTHER $*"
+	! is_overlay "$OTHER/usr" || fail "$OTHER/usr became an overlay after sysextd $*"
+}
+
+for verb in merge refresh "refresh --always-refresh=yes" "refresh --force" unmerge rollback "rollback --unpin" list \
+	"list --json=short" status "status --namespaces" confirm; do
+	check "sysextd $verb for another root than the daemon's: refused, one line, nothing changes"
+	# shellcheck disable=SC2086
+	cli_other_root $verb
+done
+
+for method in Merge Refresh Unmerge; do
+	check "$method with the option root naming another root: org.sysextd1.Error.WrongRoot"
+	before=$(tree_snapshot) gen=$(generation)
+	expect_error org.sysextd1.Error.WrongRoot "$wrong_line" "$method" "{\"root\": <\"$OTHER\">}"
+	assert_eq "$(gdbus_error_message)" "$wrong_line" "the message of WrongRoot"
+	expect_error org.sysextd1.Error.WrongRoot "not /" "$method" '{"root": <"/">}'
+	# Not canonical is another root too: the client resolves it first.
+	expect_error org.sysextd1.Error.WrongRoot "not $served/" "$method" "{\"root\": <\"$served/\">}"
+	expect_error org.sysextd1.Error.InvalidOption "root" "$method" '{"root": <true>}'
+	assert_eq "$(tree_snapshot)" "$before" "tree after $method for another root"
+	assert_eq "$(generation)" "$gen" "Generation after $method for another root"
+done
+
+check "Rollback and ListImagesEx with the option root naming another root: org.sysextd1.Error.WrongRoot"
+gcall Rollback "uint64 0" "{\"root\": <\"$OTHER\">}"
+assert_failed "Rollback for another root"
+assert_eq "$(gdbus_error_name)" org.sysextd1.Error.WrongRoot "error name of Rollback for another root"
+assert_eq "$(gdbus_error_message)" "$wrong_line" "error message of Rollback for another root"
+expect_error org.sysextd1.Error.WrongRoot "$wrong_line" ListImagesEx "{\"root\": <\"$OTHER\">}"
+
+check "a root that is no valid string to print is escaped in the message"
+expect_error org.sysextd1.Error.WrongRoot 'not /tmp/a\x1bb;' Refresh '{"root": <"/tmp/a\u001bb">}'
+
+check "the option root naming the daemon's root: the call runs"
+gcall Refresh "{\"root\": <\"$served\">, \"always-refresh\": <true>}"
+assert_ok "Refresh with the daemon's root"
+gen=$(generation)
+[[ "$gen" -ge 2 ]] || fail "Refresh with the daemon's root did not run (Generation $gen)"
+assert_file_content "$R/usr/share/ext1/hello" "hello from ext1"
+
+check "the daemon's root through a symlink is the daemon's: every verb runs"
+ln -s "$served" "$WORK/root-link"
+for verb in "refresh --always-refresh=yes" list status; do
+	# shellcheck disable=SC2086
+	_capture env DBUS_SYSTEM_BUS_ADDRESS="$BUS_ADDR" "$SYSEXTD" --root="$WORK/root-link" $verb
+	assert_rc 0 "sysextd --root=<link> $verb"
+done
+assert_eq "$(generation)" $((gen + 1)) "Generation after the refresh through the symlinked root"
+_capture env DBUS_SYSTEM_BUS_ADDRESS="$BUS_ADDR" "$SYSEXTD" --root="$WORK/root-link" unmerge
+assert_rc 0 "sysextd --root=<link> unmerge"
+assert_missing "$R/usr/share/ext1/hello"
+
+check "a root that does not exist: the CLI says so, one line, before any call"
+_capture env DBUS_SYSTEM_BUS_ADDRESS="$BUS_ADDR" "$SYSEXTD" --root="$WORK/no-such-root" refresh
+assert_rc 1 "sysextd --root=<missing> refresh"
+assert_eq "$ERR" "Failed to resolve $WORK/no-such-root: No such file or directory" "stderr for a missing root"
 
 echo "PASS"

@@ -11,6 +11,10 @@
 #  (d) writable trees (--mutable=yes), a worker killed after the old trees were sealed
 #      read-only: the daemon finishes the transition at once, and both are writable again
 #      without another call.
+#  (e) the worker sends its result before it hands over its image cache: the caller is
+#      answered while the handover still runs; a worker killed after its result, before the
+#      handover: the caller heard that the refresh succeeded (it did), the daemon says it has
+#      no cache, and the next refresh mounts every image anew and works.
 set -euo pipefail
 # shellcheck source=test/lib.sh
 . "$(dirname "$0")/../lib.sh"
@@ -137,6 +141,57 @@ assert_eq "$(shows)" "v2 v2" "versions: the transition was finished"
 assert_eq "$(generation)" "$((gen + 1))" "generation"
 assert_file_content "$R/opt/before-d" before
 assert_file_content "$R/opt/after-d" after
+run_cli unmerge
+assert_ok unmerge
+stop_bus
+
+# ---------------------------------------------------------------- (e)
+check "(e) the caller is answered while the worker still hands over its cache"
+start_bus "$NOIDLE_CONF" SYSEXTD_TEST_HOOK=worker-handover \
+	SYSEXTD_TEST_HOOK_EXEC="touch '$WORK/handover-began'; sleep 4; touch '$WORK/handover-ended'"
+replace_image "$WORK/v1.raw" "$ext/app.raw"
+run_cli merge
+assert_ok "merge"
+[[ -e "$WORK/handover-began" ]] || fail "the worker had not begun its handover when its caller was answered"
+[[ ! -e "$WORK/handover-ended" ]] || fail "the caller was answered only after the handover"
+assert_eq "$(shows)" "v1 v1" "versions after the merge"
+gen=$(generation)
+replace_image "$WORK/v2.raw" "$ext/app.raw"
+rm -f "$WORK/handover-began" "$WORK/handover-ended"
+# The next job waits for the worker's end: this refresh runs once the handover is done.
+run_cli refresh
+assert_ok "refresh after the merge"
+[[ -e "$WORK/handover-ended" ]] || fail "the merge's handover had not ended when the next transition ran"
+assert_eq "$(shows)" "v2 v2" "versions after the refresh"
+assert_eq "$(generation)" "$((gen + 1))" "generation after the refresh"
+stop_bus
+
+check "(e) a worker killed after its result, before the handover: success told, no cache kept, the next refresh works"
+start_bus "$NOIDLE_CONF" SYSEXTD_TEST_HOOK=worker-handover
+gen=$(generation)
+replace_image "$WORK/v3.raw" "$ext/app.raw"
+run_cli refresh
+assert_ok "refresh whose worker is killed after its result"
+assert_eq "$(shows)" "v3 v3" "versions after the refresh"
+assert_eq "$(generation)" "$((gen + 1))" "generation after the refresh"
+for _ in $(seq 100); do
+	[[ "$(bus_log)" == *"image cache could not be read"* ]] && break
+	sleep 0.1
+done
+assert_contains "$(bus_log)" "The worker's image cache could not be read; the next transition probes every image." \
+	"the daemon says it kept no cache"
+assert_not_contains "$(bus_log)" "died before reporting" "the worker's death after its result is no failure"
+run_cli status --json
+assert_ok "status"
+assert_eq "$(json_q "$OUT" 'd.get("incomplete", False)')" false "nothing left to recover"
+replace_image "$WORK/v4.raw" "$ext/app.raw"
+run_cli refresh
+assert_ok "the next refresh"
+assert_eq "$(shows)" "v4 v4" "versions after the next refresh"
+assert_eq "$(generation)" "$((gen + 2))" "generation after the next refresh"
+assert_eq "$(ours_at "$R/usr") $(ours_at "$R/opt")" "1 1" "one overlay each"
+stop_bus
+start_bus "$NOIDLE_CONF"
 run_cli unmerge
 assert_ok unmerge
 echo PASS

@@ -40,7 +40,36 @@ int main(void) {
         CHECK_STREQ(param(&p, "metacopy", 0), "off");
         CHECK(param(&p, "ro", 0) != NULL);
         CHECK(param(&p, "upperdir", 0) == NULL);
+        /* No fds given: every layer goes by its path. */
+        for (size_t i = 0; i < p.n; i++)
+                CHECK(p.params[i].fd < 0);
         overlay_plan_done(&p);
+
+        /* Layers given with fds: each lowerdir+ carries its own (its path too, for the
+         * kernels that take none), the others none. */
+        {
+                static const int fds[] = { 7, -1, 9, -1 };
+                size_t seen = 0;
+
+                CHECK(overlay_plan_build(&(OverlaySpec) { .layers = layers, .layer_fds = fds }, true, &p) == 0);
+                for (size_t i = 0; i < p.n; i++) {
+                        if (!streq(p.params[i].key, "lowerdir+")) {
+                                CHECK(p.params[i].fd < 0);
+                                continue;
+                        }
+                        CHECK(seen < 4);
+                        CHECK(p.params[i].fd == fds[seen]);
+                        CHECK_STREQ(p.params[i].value, layers[seen]);
+                        seen++;
+                }
+                CHECK(seen == 4);
+                overlay_plan_done(&p);
+                /* The legacy string has no room for fds: paths only. */
+                CHECK(overlay_plan_build(&(OverlaySpec) { .layers = layers, .layer_fds = fds }, false, &p) == 0);
+                for (size_t i = 0; i < p.n; i++)
+                        CHECK(p.params[i].fd < 0);
+                overlay_plan_done(&p);
+        }
 
         /* Legacy: one string, top first, ':' and '\' escaped. */
         CHECK(build(layers, false, &p) == 0);
