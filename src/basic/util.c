@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -491,4 +492,28 @@ const char *string_safe(const char *s, char **buf) {
         free(*buf);
         *buf = string_escape(s);
         return *buf ?: "(out of memory)";
+}
+
+bool cpu_mask_elsewhere(cpu_set_t *ret) {
+        int cpu = sched_getcpu();
+
+        if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(*ret), ret) < 0 || CPU_COUNT(ret) < 2 ||
+            !CPU_ISSET(cpu, ret))
+                return false;
+        CPU_CLR(cpu, ret);
+        return true;
+}
+
+void cpu_nudge_away(pid_t pid) {
+        cpu_set_t mask;
+
+        if (pid > 0 && cpu_mask_elsewhere(&mask))
+                (void) sched_setaffinity(pid, sizeof(mask), &mask);
+}
+
+void cpu_nudge_back(pid_t pid) {
+        cpu_set_t mask;
+
+        if (pid > 0 && sched_getaffinity(0, sizeof(mask), &mask) >= 0)
+                (void) sched_setaffinity(pid, sizeof(mask), &mask);
 }

@@ -573,6 +573,9 @@ int main(int argc, char **argv) {
 
                 _cleanup_close_ int root_fd = open(a.root ?: "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC), base_fd = -EBADF;
                 _cleanup_free_ char *canonical = NULL;
+                /* Its helper is reaped when this block ends: its exit tears down its copy of the
+                 * mount tree, which nothing here waits for (a daemon reaps it at once). */
+                _cleanup_(base_open_cancel) BaseOpen helper = { .sock = -EBADF, .fd = -EBADF };
 
                 if (root_fd < 0) {
                         log_error_errno(errno, "Failed to open the root %s: %m", a.root ?: "/");
@@ -581,7 +584,11 @@ int main(int argc, char **argv) {
                 /* The configuration is the host's: read below sysextd's trees (base.h), so that
                  * no image supplies it.  (A file named with --config= is read as named.) */
                 canonical = realpath(a.root ?: "/", NULL);
-                r = canonical ? base_root_open(root_fd, canonical, &base_fd) : -errno;
+                r = canonical ? base_root_open_start(root_fd, canonical, &helper) : -errno;
+                if (r >= 0)
+                        r = base_root_open_finish(&helper, &base_fd);
+                if (streq(a.verb, "daemon"))
+                        base_open_cancel(&helper);
                 if (r == -EPERM)
                         base_fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
                 else if (r < 0) {

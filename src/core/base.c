@@ -84,11 +84,13 @@ void base_open_cancel(BaseOpen *b) {
         b->fd = safe_close(b->fd);
         if (b->pid > 0) {
                 /* Not answered: its answer is not wanted (its namespace and clone go with it). */
-                (void) kill(b->pid, SIGKILL);
+                if (!b->answered)
+                        (void) kill(b->pid, SIGKILL);
                 while (waitpid(b->pid, NULL, 0) < 0 && errno == EINTR)
                         ;
                 b->pid = 0;
         }
+        b->answered = false;
 }
 
 int base_root_open_start(int root_fd, const char *root, BaseOpen *ret) {
@@ -140,6 +142,8 @@ int base_root_open_start(int root_fd, const char *root, BaseOpen *ret) {
                 (void) send_with_fds(sock_child, &k, sizeof(k), k >= 0 ? &tree : NULL, k >= 0 ? 1 : 0);
                 _exit(k >= 0 ? 0 : 1);
         }
+        /* It is to strip and clone while the caller reads the journal and the mount table. */
+        cpu_nudge_away(pid);
         ret->pid = pid;
         ret->sock = TAKE_FD(sock_parent);
         return 0;
@@ -156,19 +160,23 @@ int base_root_open_finish(BaseOpen *b, int *ret_fd) {
                 *ret_fd = TAKE_FD(b->fd);
                 return 0;
         }
+        cpu_nudge_back(b->pid);
         r = recv_with_fds(b->sock, &data, &fd, 1, &n_fds);
         b->sock = safe_close(b->sock);
+        if (r >= 0)
+                memcpy(&k, data, sizeof(k)); /* the helper always sends an int */
+        if (r >= 0 && k >= 0 && n_fds == 1) {
+                /* Its exit is left to _cancel(). */
+                b->answered = true;
+                *ret_fd = fd;
+                return 0;
+        }
         while (waitpid(b->pid, &status, 0) < 0)
                 if (errno != EINTR)
                         break;
         b->pid = 0;
         if (r < 0)
                 return r;
-        memcpy(&k, data, sizeof(k)); /* the helper always sends an int */
-        if (k >= 0 && n_fds == 1) {
-                *ret_fd = fd;
-                return 0;
-        }
         if (n_fds > 0)
                 safe_close(fd);
         return k < 0 ? k : -EIO;

@@ -1454,14 +1454,27 @@ int image_probe_mounted_all(Image **images, int *fds, size_t n, const ProbeConte
         /* Signals stay the caller's: the threads block them all.  A thread that cannot be
          * started leaves its share to the others. */
         if (want > 0 && sigfillset(&all) == 0 && pthread_sigmask(SIG_BLOCK, &all, &saved) == 0) {
-                for (; n_threads < want; n_threads++)
+                cpu_set_t elsewhere;
+                bool nudge = cpu_mask_elsewhere(&elsewhere);
+
+                for (; n_threads < want; n_threads++) {
                         if (pthread_create(&threads[n_threads], NULL, probe_work, &w) != 0)
                                 break;
+                        /* Off this CPU, which this thread works on too (util.h, cpu_nudge_away()). */
+                        if (nudge)
+                                (void) pthread_setaffinity_np(threads[n_threads], sizeof(elsewhere), &elsewhere);
+                }
                 (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
         }
         probe_work(&w);
-        for (size_t t = 0; t < n_threads; t++)
+        for (size_t t = 0; t < n_threads; t++) {
+                cpu_set_t all_cpus;
+
+                /* Its last image may use this CPU now. */
+                if (sched_getaffinity(0, sizeof(all_cpus), &all_cpus) >= 0)
+                        (void) pthread_setaffinity_np(threads[t], sizeof(all_cpus), &all_cpus);
                 (void) pthread_join(threads[t], NULL);
+        }
 #ifdef SYSEXTD_TEST_HOOKS
         testhook_point("probe-threads", (long) n_threads);
 #endif
