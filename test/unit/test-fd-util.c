@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -50,6 +51,49 @@ static void test_pidfd_get_pid(void) {
 
 /* openat_walk() is what runs where seccomp refuses openat2(): it must never be less strict
  * than RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS. */
+/* cpu_nudge_away() moves a child off the caller's CPU (only when another is allowed),
+ * cpu_nudge_back() gives it the caller's mask again; one CPU allowed: nothing changes. */
+static void test_cpu_nudge(void) {
+        cpu_set_t mine, child_mask, one;
+        int status, cpu;
+        pid_t child;
+
+        CHECK(sched_getaffinity(0, sizeof(mine), &mine) == 0);
+        child = fork();
+        CHECK(child >= 0);
+        if (child == 0) {
+                pause();
+                _exit(0);
+        }
+        cpu = sched_getcpu();
+        cpu_nudge_away(child);
+        CHECK(sched_getaffinity(child, sizeof(child_mask), &child_mask) == 0);
+        if (CPU_COUNT(&mine) >= 2) {
+                /* (This process may have moved since: the mask is the one of that moment.) */
+                CHECK(CPU_COUNT(&child_mask) == CPU_COUNT(&mine) - 1);
+                CHECK(!CPU_ISSET(cpu, &child_mask) || sched_getcpu() != cpu);
+                CHECK(cpu_mask_elsewhere(&one));
+        } else {
+                CHECK(CPU_EQUAL(&child_mask, &mine));
+                CHECK(!cpu_mask_elsewhere(&one));
+        }
+        cpu_nudge_back(child);
+        CHECK(sched_getaffinity(child, sizeof(child_mask), &child_mask) == 0);
+        CHECK(CPU_EQUAL(&child_mask, &mine));
+
+        /* One CPU allowed: nowhere else to go. */
+        CPU_ZERO(&one);
+        CPU_SET(sched_getcpu(), &one);
+        CHECK(sched_setaffinity(0, sizeof(one), &one) == 0);
+        cpu_nudge_away(child);
+        CHECK(sched_getaffinity(child, sizeof(child_mask), &child_mask) == 0);
+        CHECK(CPU_EQUAL(&child_mask, &mine));
+        CHECK(sched_setaffinity(0, sizeof(mine), &mine) == 0);
+
+        (void) kill(child, SIGKILL);
+        CHECK(waitpid(child, &status, 0) == child);
+}
+
 int main(void) {
         char tmpl[] = "/tmp/sysextd-unit.XXXXXX";
         char *dir = mkdtemp(tmpl);
@@ -59,6 +103,7 @@ int main(void) {
         if (!dir)
                 return 1;
         test_pidfd_get_pid();
+        test_cpu_nudge();
         dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0 || mkdirat(dfd, "a", 0755) < 0 || mkdirat(dfd, "a/b", 0755) < 0)
                 return 1;
