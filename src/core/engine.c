@@ -561,6 +561,7 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
                 if (fd < 0)
                         return false;
                 img->root_fd = fd;
+                img->cache_id = e->kept ? 0 : c->cache_id;
                 img->kind = c->kind;
                 img->hierarchies = c->hierarchies;
                 img->usr_partition = c->usr_partition;

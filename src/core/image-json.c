@@ -428,3 +428,77 @@ int image_list_from_json(json_object *a, ImageJsonSet set, ImageList *ret) {
         l = (ImageList) {};
         return 0;
 }
+
+int image_cache_from_handover(json_object *a, ImageList *old, int *fds, size_t n_fds, uint64_t *next_id, ImageList *ret) {
+        _cleanup_image_list_ ImageList records = {}, l = {};
+        _cleanup_free_ size_t *from = NULL; /* per entry: 1 + its index in old; 0: a record, or gone */
+        size_t n, n_records = 0, next = 0;
+        int r;
+
+        if (!a || !json_object_is_type(a, json_type_array))
+                return -EBADMSG;
+        n = json_object_array_length(a);
+        from = calloc(n ?: 1, sizeof(size_t));
+        if (!from)
+                return -ENOMEM;
+        /* Everything checked and parsed before anything is moved or taken. */
+        for (size_t i = 0; i < n; i++) {
+                json_object *e = json_object_array_get_idx(a, i);
+                uint64_t want;
+
+                if (!json_object_is_type(e, json_type_object))
+                        return -EBADMSG;
+                if (!json_object_object_get_ex(e, "cached", NULL)) {
+                        n_records++;
+                        continue;
+                }
+                if (json_object_object_length(e) != 1 || json_get_u64(e, "cached", &want) < 0 || want == 0)
+                        return -EBADMSG;
+                for (size_t k = 0; k < old->n; k++)
+                        if (old->images[k].cache_id == want && old->images[k].root_fd >= 0) {
+                                from[i] = k + 1;
+                                break;
+                        }
+                for (size_t k = 0; from[i] != 0 && k < i; k++)
+                        if (from[k] == from[i])
+                                return -EBADMSG;
+        }
+        if (n_records != n_fds)
+                return -EBADMSG;
+        records.images = calloc(n_records ?: 1, sizeof(Image));
+        l.images = calloc(n ?: 1, sizeof(Image));
+        if (!records.images || !l.images)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                json_object *e = json_object_array_get_idx(a, i);
+
+                if (json_object_object_get_ex(e, "cached", NULL))
+                        continue;
+                r = image_from_json(e, IMAGE_JSON_WORKER, &records.images[records.n]);
+                if (r < 0)
+                        return r;
+                records.n++;
+        }
+        /* Moved and taken, in order. */
+        for (size_t i = 0; i < n; i++) {
+                Image *img = &l.images[l.n];
+
+                if (json_object_object_get_ex(json_object_array_get_idx(a, i), "cached", NULL)) {
+                        if (from[i] == 0)
+                                continue;
+                        *img = old->images[from[i] - 1];
+                        old->images[from[i] - 1] = (Image) { .root_fd = -EBADF };
+                } else {
+                        *img = records.images[next];
+                        records.images[next] = (Image) { .root_fd = -EBADF };
+                        img->root_fd = fds[next];
+                        fds[next++] = -EBADF;
+                        img->verdict = IMAGE_COMPATIBLE;
+                        img->cache_id = (*next_id)++;
+                }
+                l.n++;
+        }
+        *ret = l;
+        l = (ImageList) {};
+        return 0;
+}

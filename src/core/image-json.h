@@ -31,3 +31,12 @@ int image_from_json(json_object *o, ImageJsonSet set, Image *ret);
 /* A JSON array of images / back. */
 json_object *image_list_to_json(const ImageList *l, ImageJsonSet set);
 int image_list_from_json(json_object *a, ImageJsonSet set, ImageList *ret);
+
+/* The daemon's next image cache from the array a daemon worker hands over: each entry either
+ * an image record (IMAGE_JSON_WORKER), whose mount is the next of fds, or {"cached": ID}: the
+ * entry of old with that cache_id, whose mount the worker reused, moved out of old (one that
+ * is no longer there is left out: the daemon dropped it meanwhile, its file having changed).
+ * Records get ids from *next_id on.  The fds taken are set to -EBADF.  -EBADMSG, with nothing
+ * moved or taken, when the entries do not fit the fds (as many records as fds), an entry is
+ * neither, or an id is named twice. */
+int image_cache_from_handover(json_object *a, ImageList *old, int *fds, size_t n_fds, uint64_t *next_id, ImageList *ret);

@@ -85,6 +85,10 @@ typedef struct Image {
          * run need not look again (false: look; never carried in the journal or to the daemon). */
         bool no_sidecars;
         uint64_t judged_by; /* stamp of the policy and certificates the verdict was made under */
+        /* In the daemon's image cache: the entry's id, unique while the daemon runs.  In its
+         * worker: the id of the entry whose mount the image reuses (0: none), by which the
+         * handover names the entries the daemon keeps (image_cache_from_handover()). */
+        uint64_t cache_id;
 
         /* From its extension-release: the service manager's part (EXTENSION_RELOAD_MANAGER=,
          * EXTENSION_RESTART_UNITS=, EXTENSION_RELOAD_OR_RESTART_UNITS=). */

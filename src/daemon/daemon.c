@@ -214,7 +214,9 @@ static int run_transition(void *userdata, json_object *doc) {
 }
 
 /* After the result: the images that went into the new tree, with their mounts, become the
- * daemon's cache, described in the handover document, their fds sent after it. */
+ * daemon's cache, described in the handover document, their fds sent after it; one whose mount
+ * came from the daemon's cache is named by its entry's id instead (image-json.h,
+ * image_cache_from_handover()), so that a refresh hands over what changed only. */
 static int run_transition_handover(void *userdata, json_object *doc, int **ret_fds, size_t *ret_n_fds) {
         Job *j = userdata;
         Engine *e = j->manager->engine;
@@ -233,6 +235,13 @@ static int run_transition_handover(void *userdata, json_object *doc, int **ret_f
 
                 if (img->root_fd < 0)
                         continue;
+                if (img->cache_id != 0) {
+                        json_object *o = json_object_new_object();
+
+                        json_object_object_add(o, "cached", json_object_new_uint64(img->cache_id));
+                        json_object_array_add(a, o);
+                        continue;
+                }
                 json_object_array_add(a, image_to_json(img, IMAGE_JSON_WORKER));
                 fds[n++] = img->root_fd;
         }
@@ -375,10 +384,11 @@ static void manager_emit_changes(Manager *m, const EngineStatus *s) {
         bus_emit_tree_changed(m, s);
 }
 
-/* The worker's cache description plus the fds that followed it: the next image cache.  One
- * that was to follow and did not (the worker died after its result) leaves none. */
+/* The worker's cache description plus the fds that followed it: the next image cache, with
+ * the entries of the last that it names.  One that was to follow and did not (the worker died
+ * after its result) leaves none. */
 static int take_cache(Manager *m, Job *j) {
-        _cleanup_image_list_ ImageList l = {};
+        ImageList l = {};
         json_object *a = json_get_array(j->report.handover, "cache"), *follows = NULL;
         int r;
 
@@ -388,19 +398,13 @@ static int take_cache(Manager *m, Job *j) {
                 image_list_free(&m->cache);
                 return -EBADMSG;
         }
-        r = image_list_from_json(a, IMAGE_JSON_WORKER, &l);
-        if (r < 0 || l.n != j->report.n_fds) {
-                image_list_free(&m->cache);
-                return -EBADMSG;
-        }
-        for (size_t i = 0; i < l.n; i++) {
-                l.images[i].root_fd = j->report.fds[i];
-                l.images[i].verdict = IMAGE_COMPATIBLE;
-                j->report.fds[i] = -EBADF;
-        }
+        if (m->next_cache_id == 0)
+                m->next_cache_id = 1;
+        r = image_cache_from_handover(a, &m->cache, j->report.fds, j->report.n_fds, &m->next_cache_id, &l);
         image_list_free(&m->cache);
+        if (r < 0)
+                return r;
         m->cache = l;
-        l = (ImageList) {};
         return 0;
 }
 

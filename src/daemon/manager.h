@@ -159,8 +159,10 @@ struct Manager {
         sd_event_source *confirm_timer;
 
         /* Image mounts kept between transitions (see Engine.cache): the images merged now.
-         * Replaced after every successful transition, from what its worker sends back. */
+         * Replaced after every successful transition, from what its worker sends back: the
+         * entries it reused by their ids (Image.cache_id), the others in full. */
         ImageList cache;
+        uint64_t next_cache_id; /* the id of the next entry (from 1) */
 
         /* The unit jobs of the last transition that queued any (unit-jobs.c). */
         UnitJob *unit_jobs;

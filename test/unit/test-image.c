@@ -12,7 +12,9 @@
 #include "disk.h"
 #include "fd-util.h"
 #include "fileio.h"
+#include "image-json.h"
 #include "image.h"
+#include "json-util.h"
 #include "tests.h"
 #include "util.h"
 
@@ -411,7 +413,104 @@ static void test_sidecar_stamp(void) {
         }
 }
 
+/* A record of the worker form, for image "name". */
+static char *worker_record(const char *name) {
+        _cleanup_json_ json_object *o = NULL;
+        Image img = { .name = (char *) name, .path = (char *) "/var/lib/extensions/x.raw", .kind = IMAGE_EROFS,
+                      .verdict = IMAGE_COMPATIBLE, .hierarchies = 1, .root_fd = -EBADF };
+
+        o = image_to_json(&img, IMAGE_JSON_WORKER);
+        return o ? strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN)) : NULL;
+}
+
+/* A cache of three entries, ids 5, 6 and 7, each on an fd of its own. */
+static void old_cache(ImageList *l) {
+        static const char *const names[] = { "a", "b", "c" };
+
+        l->images = calloc(3, sizeof(Image));
+        CHECK(l->images != NULL);
+        for (size_t i = 0; i < 3; i++)
+                l->images[i] = (Image) { .name = strdup(names[i]), .root_fd = open("/dev/null", O_RDONLY | O_CLOEXEC),
+                                         .cache_id = 5 + i, .verdict = IMAGE_COMPATIBLE };
+        l->n = 3;
+}
+
+static int handover(const char *text, ImageList *old, int *fds, size_t n_fds, uint64_t *next, ImageList *ret) {
+        _cleanup_json_ json_object *a = json_tokener_parse(text);
+
+        /* (No CHECK() here: it is called inside one.) */
+        return a ? image_cache_from_handover(a, old, fds, n_fds, next, ret) : -EINVAL;
+}
+
+/* image_cache_from_handover(): the next daemon cache is the entries the worker names, moved,
+ * and its records with their fds, in the worker's order; what is malformed moves and takes
+ * nothing. */
+static void test_cache_handover(void) {
+        _cleanup_free_ char *rec = worker_record("d"), *text = NULL;
+        _cleanup_image_list_ ImageList old = {}, l = {};
+        int fds[2], fd_b, fd_c;
+        uint64_t next = 8;
+
+        CHECK(rec != NULL);
+        old_cache(&old);
+        fd_b = old.images[1].root_fd;
+        fd_c = old.images[2].root_fd;
+        fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        CHECK(fds[0] >= 0);
+
+        /* c kept, a record for d, b kept; a (5) not named: it stays in old for the caller. */
+        CHECK(asprintf(&text, "[{\"cached\":7},%s,{\"cached\":6}]", rec) > 0);
+        CHECK(handover(text, &old, fds, 1, &next, &l) == 0);
+        CHECK(l.n == 3);
+        CHECK_STREQ(l.images[0].name, "c");
+        CHECK(l.images[0].root_fd == fd_c && l.images[0].cache_id == 7);
+        CHECK_STREQ(l.images[1].name, "d");
+        CHECK(l.images[1].root_fd >= 0 && fds[0] == -EBADF && l.images[1].cache_id == 8);
+        CHECK(l.images[1].verdict == IMAGE_COMPATIBLE);
+        CHECK_STREQ(l.images[2].name, "b");
+        CHECK(l.images[2].root_fd == fd_b && l.images[2].cache_id == 6);
+        CHECK(next == 9);
+        CHECK(old.images[0].root_fd >= 0 && old.images[1].root_fd < 0 && old.images[2].root_fd < 0);
+        image_list_free(&l);
+        image_list_free(&old);
+
+        /* An id the daemon dropped meanwhile is left out; an empty handover is an empty cache. */
+        old_cache(&old);
+        CHECK(handover("[{\"cached\":9},{\"cached\":5}]", &old, fds, 0, &next, &l) == 0);
+        CHECK(l.n == 1 && l.images[0].cache_id == 5);
+        image_list_free(&l);
+        CHECK(handover("[]", &old, fds, 0, &next, &l) == 0);
+        CHECK(l.n == 0);
+        image_list_free(&l);
+        image_list_free(&old);
+
+        /* Malformed: nothing moved, no fd taken. */
+        old_cache(&old);
+        fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        fds[1] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        CHECK(fds[0] >= 0 && fds[1] >= 0);
+        free(text);
+        text = NULL;
+        CHECK(asprintf(&text, "[%s]", rec) > 0);
+        CHECK(handover(text, &old, fds, 2, &next, &l) == -EBADMSG);      /* more fds than records */
+        CHECK(handover(text, &old, fds, 0, &next, &l) == -EBADMSG);      /* fewer */
+        CHECK(handover("[{\"cached\":6},{\"cached\":6}]", &old, fds, 0, &next, &l) == -EBADMSG); /* twice */
+        CHECK(handover("[{\"cached\":0}]", &old, fds, 0, &next, &l) == -EBADMSG);
+        CHECK(handover("[{\"cached\":\"6\"}]", &old, fds, 0, &next, &l) == -EBADMSG);
+        CHECK(handover("[{\"cached\":6,\"name\":\"b\"}]", &old, fds, 0, &next, &l) == -EBADMSG);
+        CHECK(handover("[6]", &old, fds, 0, &next, &l) == -EBADMSG);
+        CHECK(handover("[{\"name\":\"broken\"}]", &old, fds, 1, &next, &l) == -EBADMSG);
+        CHECK(handover("{}", &old, fds, 0, &next, &l) == -EBADMSG);
+        CHECK(fds[0] >= 0 && fds[1] >= 0);
+        for (size_t i = 0; i < 3; i++)
+                CHECK(old.images[i].root_fd >= 0 && old.images[i].cache_id == 5 + i);
+        CHECK(next == 9);
+        safe_close(fds[0]);
+        safe_close(fds[1]);
+}
+
 int main(void) {
+        test_cache_handover();
         test_fast_type();
         test_sidecar_stamp();
         test_pick();
