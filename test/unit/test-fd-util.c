@@ -42,6 +42,8 @@ static void test_pidfd_get_pid(void) {
                 _exit(0);
         }
         CHECK(child > 0);
+        if (child < 0)
+                return; /* (nothing to kill: never kill(-1)) */
         child_fd = sys_pidfd_open(child, 0);
         CHECK(child_fd >= 0 && pidfd_get_pid(child_fd, &pid) == 0 && pid == child);
         (void) kill(child, SIGKILL);
@@ -49,29 +51,35 @@ static void test_pidfd_get_pid(void) {
         CHECK(pidfd_get_pid(child_fd, &pid) == -ESRCH);
 }
 
-/* openat_walk() is what runs where seccomp refuses openat2(): it must never be less strict
- * than RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS. */
 /* cpu_nudge_away() moves a child off the caller's CPU (only when another is allowed),
  * cpu_nudge_back() gives it the caller's mask again; one CPU allowed: nothing changes. */
 static void test_cpu_nudge(void) {
-        cpu_set_t mine, child_mask, one;
-        int status, cpu;
+        cpu_set_t mine, child_mask, one, both;
+        int status, before, after, gone = -1;
         pid_t child;
 
         CHECK(sched_getaffinity(0, sizeof(mine), &mine) == 0);
         child = fork();
         CHECK(child >= 0);
+        if (child < 0)
+                return; /* (nothing to kill: never kill(-1)) */
         if (child == 0) {
                 pause();
                 _exit(0);
         }
-        cpu = sched_getcpu();
+        before = sched_getcpu();
         cpu_nudge_away(child);
+        after = sched_getcpu();
         CHECK(sched_getaffinity(child, sizeof(child_mask), &child_mask) == 0);
         if (CPU_COUNT(&mine) >= 2) {
-                /* (This process may have moved since: the mask is the one of that moment.) */
-                CHECK(CPU_COUNT(&child_mask) == CPU_COUNT(&mine) - 1);
-                CHECK(!CPU_ISSET(cpu, &child_mask) || sched_getcpu() != cpu);
+                /* Exactly one of this process's CPUs taken away: the one it ran on then (it may
+                 * have moved in between: the one before or the one after). */
+                CPU_AND(&both, &child_mask, &mine);
+                CHECK(CPU_EQUAL(&both, &child_mask) && CPU_COUNT(&child_mask) == CPU_COUNT(&mine) - 1);
+                for (int i = 0; i < CPU_SETSIZE; i++)
+                        if (CPU_ISSET(i, &mine) && !CPU_ISSET(i, &child_mask))
+                                gone = i;
+                CHECK(gone >= 0 && (gone == before || gone == after));
                 CHECK(cpu_mask_elsewhere(&one));
         } else {
                 CHECK(CPU_EQUAL(&child_mask, &mine));
@@ -94,6 +102,8 @@ static void test_cpu_nudge(void) {
         CHECK(waitpid(child, &status, 0) == child);
 }
 
+/* openat_walk() is what runs where seccomp refuses openat2(): it must never be less strict
+ * than RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS. */
 int main(void) {
         char tmpl[] = "/tmp/sysextd-unit.XXXXXX";
         char *dir = mkdtemp(tmpl);
