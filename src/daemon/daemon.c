@@ -562,6 +562,24 @@ static void job_answer(Job *j) {
          * it ended. */
         if (IN_SET(j->type, JOB_TRANSITION, JOB_COMMIT) && doc_succeeded(doc))
                 bus_emit_follow_failed(m);
+        /* What a transition started (the units of images that ship them) is in UnitJobs from
+         * now on; the confirmation deadline's rollback has nobody to answer: its outcome goes to
+         * the log (status shows it too). */
+        if (j->type == JOB_TRANSITION && doc) {
+                uint64_t generation = 0;
+
+                (void) json_get_u64(doc, "generation", &generation);
+                unit_jobs_take(m, json_get_array(doc, "unit_jobs"), generation);
+                if (j->verb == ENGINE_ROLLBACK && j->options.deadline && j->n_requests + j->n_vrequests == 0) {
+                        json_object *e = NULL;
+                        const char *why = json_object_object_get_ex(doc, "error", &e) && e ? json_object_get_string(e) : "";
+
+                        if (doc_succeeded(doc))
+                                log_info("The deadline's rollback is done: generation %" PRIu64 " is live.", generation);
+                        else
+                                log_error("The deadline's rollback failed: %s", isempty(why) ? "see status" : why);
+                }
+        }
 
         for (size_t i = 0; i < j->n_requests; i++) {
                 if (!doc)
@@ -614,23 +632,6 @@ static void job_finish(Job *j) {
                  * does the cache. */
                 if (transition && doc_succeeded(doc) && !recovery && take_cache(m, j) < 0)
                         log_warning("The worker's image cache could not be read; the next transition probes every image.");
-                if (transition && doc) {
-                        uint64_t generation = 0;
-
-                        (void) json_get_u64(doc, "generation", &generation);
-                        unit_jobs_take(m, json_get_array(doc, "unit_jobs"), generation);
-                        /* The confirmation deadline's rollback has nobody to answer: its outcome
-                         * goes to the log (status shows it too). */
-                        if (j->verb == ENGINE_ROLLBACK && j->options.deadline && n_requests == 0) {
-                                json_object *e = NULL;
-                                const char *why = json_object_object_get_ex(doc, "error", &e) && e ? json_object_get_string(e) : "";
-
-                                if (doc_succeeded(doc))
-                                        log_info("The deadline's rollback is done: generation %" PRIu64 " is live.", generation);
-                                else
-                                        log_error("The deadline's rollback failed: %s", isempty(why) ? "see status" : why);
-                        }
-                }
                 m->queue = j->next;
                 job_free(j);
                 /* The listing may no longer be what a new one would say. */
