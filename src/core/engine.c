@@ -561,7 +561,6 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
                 if (fd < 0)
                         return false;
                 img->root_fd = fd;
-                img->cache_id = e->kept ? 0 : c->cache_id;
                 img->kind = c->kind;
                 img->hierarchies = c->hierarchies;
                 img->usr_partition = c->usr_partition;
@@ -587,10 +586,12 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
                     strv_copy(c->reload_or_restart_units, &img->reload_or_restart_units) < 0 ||
                     strv_copy(c->shipped_units, &img->shipped_units) < 0 ||
                     strv_copy(c->wanted_units, &img->wanted_units) < 0) {
-                        safe_close(img->root_fd);
-                        img->root_fd = -EBADF;
+                        img->root_fd = safe_close(img->root_fd);
                         return false; /* probed anew */
                 }
+                /* The entry's id, once reused: the daemon keeps that entry (not for the kept
+                 * layers, which are not the daemon's). */
+                img->cache_id = e->kept ? 0 : c->cache_id;
                 img->loop_devnum = c->loop_devnum;
                 img->loop_diskseq = c->loop_diskseq;
                 img->backing = c->backing;
