@@ -5,7 +5,7 @@
  * Steps: fsopen("overlay") -> fsconfig(source, lowerdir+ ..., [upperdir, workdir], options,
  *        [ro]) -> FSCONFIG_CMD_CREATE -> fsmount(attributes).
  * A layer the caller has open goes in by its fd (FSCONFIG_SET_FD, Linux 6.13; used from 6.15,
- * kernel.h's detached-layers, on), else by its path.
+ * kernel.h's detached-layers, on; by its path where the kernel refuses the fd), else by its path.
  * Before Linux 6.8 (no lowerdir+, kernel.h) all layers go into one "lowerdir" string, or,
  * for a long one, into mount(2)'s options.  A tree without an upper directory is read-only;
  * one with it is writable (mutable modes, mutable.h).  Options that are per-mount flags in
@@ -271,9 +271,16 @@ static int overlay_try(const OverlayPlan *p, bool by_fd, int *ret_mount_fd, char
                 return negative_errno();
 
         for (size_t i = 0; i < p->n; i++) {
-                if (by_fd && p->params[i].fd >= 0)
+                if (by_fd && p->params[i].fd >= 0) {
                         r = fsconfig(fs_fd, FSCONFIG_SET_FD, p->params[i].key, NULL, p->params[i].fd);
-                else if (p->params[i].value)
+                        if (r >= 0)
+                                continue;
+                        /* A kernel that takes no O_PATH fd there (before 6.15's fix): the
+                         * layer by its path then, as before 6.13. */
+                        if (!IN_SET(errno, EBADF, EINVAL) || !p->params[i].value)
+                                goto fail;
+                }
+                if (p->params[i].value)
                         r = fsconfig(fs_fd, FSCONFIG_SET_STRING, p->params[i].key, p->params[i].value, 0);
                 else
                         r = fsconfig(fs_fd, FSCONFIG_SET_FLAG, p->params[i].key, NULL, 0);
