@@ -767,30 +767,8 @@ static int status(sd_bus *bus, const EngineOptions *opts, const OutputOptions *o
         return 0;
 }
 
-int client_run(const char *verb, const char *root, char *const *pids, const ClientCommit *c, const EngineOptions *o,
-               const OutputOptions *out) {
-        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
-        _cleanup_free_ char *wanted = NULL;
-        int r;
-
-        wanted = realpath(root ?: "/", NULL);
-        if (!wanted)
-                return log_error_errno(errno, "Failed to resolve %s: %m", root ?: "/");
-        r = sd_bus_open_system(&bus);
-        if (r < 0)
-                return log_error_errno(r, "Failed to connect to the system bus: %m; use --no-bus to run without the daemon.");
-        /* Someone at a terminal can be asked by a polkit agent to authenticate. */
-        (void) sd_bus_set_allow_interactive_authorization(bus, isatty(STDIN_FILENO));
-
-        /* The calls that take options carry the root; the others ask for the daemon's first. */
-        if (STR_IN_SET(verb, "merge", "refresh", "unmerge", "rollback", "list"))
-                wanted_root = wanted;
-        else {
-                r = check_root(bus, wanted);
-                if (r < 0)
-                        return r;
-        }
-
+static int run_verb(sd_bus *bus, const char *verb, char *const *pids, const ClientCommit *c, const EngineOptions *o,
+                    const OutputOptions *out) {
         if (streq(verb, "merge"))
                 return transition(bus, "Merge", o, out);
         if (streq(verb, "refresh"))
@@ -810,4 +788,32 @@ int client_run(const char *verb, const char *root, char *const *pids, const Clie
         if (streq(verb, "confirm"))
                 return confirm(bus, out);
         return status(bus, o, out);
+}
+
+int client_run(const char *verb, const char *root, char *const *pids, const ClientCommit *c, const EngineOptions *o,
+               const OutputOptions *out) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_free_ char *wanted = NULL;
+        int r;
+
+        wanted = realpath(root ?: "/", NULL);
+        if (!wanted)
+                return log_error_errno(errno, "Failed to resolve %s: %m", root ?: "/");
+        r = sd_bus_open_system(&bus);
+        if (r < 0)
+                return log_error_errno(r, "Failed to connect to the system bus: %m; use --no-bus to run without the daemon.");
+        /* Someone at a terminal can be asked by a polkit agent to authenticate. */
+        (void) sd_bus_set_allow_interactive_authorization(bus, isatty(STDIN_FILENO));
+
+        /* The calls that take options carry the root; the others ask for the daemon's first. */
+        if (STR_IN_SET(verb, "merge", "refresh", "unmerge", "rollback", "list")) {
+                wanted_root = wanted;
+                r = run_verb(bus, verb, pids, c, o, out);
+                wanted_root = NULL; /* (freed with 'wanted') */
+                return r;
+        }
+        r = check_root(bus, wanted);
+        if (r < 0)
+                return r;
+        return run_verb(bus, verb, pids, c, o, out);
 }
