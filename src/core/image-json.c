@@ -432,6 +432,7 @@ int image_list_from_json(json_object *a, ImageJsonSet set, ImageList *ret) {
 int image_cache_from_handover(json_object *a, ImageList *old, int *fds, size_t n_fds, uint64_t *next_id, ImageList *ret) {
         _cleanup_image_list_ ImageList records = {}, l = {};
         _cleanup_free_ size_t *from = NULL; /* per entry: 1 + its index in old; 0: a record, or gone */
+        _cleanup_free_ bool *taken = NULL;  /* per entry of old: named already */
         size_t n, n_records = 0, next = 0;
         int r;
 
@@ -439,7 +440,8 @@ int image_cache_from_handover(json_object *a, ImageList *old, int *fds, size_t n
                 return -EBADMSG;
         n = json_object_array_length(a);
         from = calloc(n ?: 1, sizeof(size_t));
-        if (!from)
+        taken = calloc(old->n ?: 1, sizeof(bool));
+        if (!from || !taken)
                 return -ENOMEM;
         /* Everything checked and parsed before anything is moved or taken. */
         for (size_t i = 0; i < n; i++) {
@@ -456,12 +458,12 @@ int image_cache_from_handover(json_object *a, ImageList *old, int *fds, size_t n
                         return -EBADMSG;
                 for (size_t k = 0; k < old->n; k++)
                         if (old->images[k].cache_id == want && old->images[k].root_fd >= 0) {
+                                if (taken[k])
+                                        return -EBADMSG; /* named twice */
+                                taken[k] = true;
                                 from[i] = k + 1;
                                 break;
                         }
-                for (size_t k = 0; from[i] != 0 && k < i; k++)
-                        if (from[k] == from[i])
-                                return -EBADMSG;
         }
         if (n_records != n_fds)
                 return -EBADMSG;
