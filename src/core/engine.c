@@ -53,6 +53,7 @@
 #include "namespaces.h"
 #include "plan.h"
 #include "recover.h"
+#include "staging.h"
 #include "tree.h"
 #include "util.h"
 
@@ -1149,8 +1150,12 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
         TransitionContext ctx = step_context(e);
         UnitActions units = {};
         _cleanup_close_ int fresh = -EBADF;
+        /* The staging worker ends (tears its namespace down) while the swap goes on; it is
+         * reaped before the kept layers take its namespace, and always before the lock goes. */
+        _cleanup_(staging_reap) pid_t worker = 0;
         int r;
 
+        xo.staging_pid = &worker;
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
                 xo.attrs[k] = class_attrs(e, o, k);
                 xo.options[k] = e->config.classes[k].overlay_options;
@@ -1169,6 +1174,9 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
                 unit_actions_done(&units);
         if (r >= 0)
                 keep_probed(e, images);
+        /* Its namespace is emptied once it exited 0; else it is not to be kept. */
+        if (fresh >= 0 && !staging_reap(&worker))
+                fresh = safe_close(fresh);
         if (r >= 0 && *ret_changed)
                 keep_layers(e, o, verb, fresh, j->generation);
         return r;

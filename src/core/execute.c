@@ -221,7 +221,7 @@ static int stage(const TransitionContext *ctx, Work *work, size_t n_work, Hierar
         if (staging_fd < 0)
                 return transition_fail(ctx, ENGINE_ERROR_FAILED, staging_fd, "Failed to open %s/%s/staging: %m", ctx->root, JOURNAL_DIR);
 
-        r = staging_build(staging_fd, images->images, images->n, reqs, n_reqs, o->layers_ns, &msg);
+        r = staging_build(staging_fd, images->images, images->n, reqs, n_reqs, o->layers_ns, o->staging_pid, &msg);
         if (r < 0)
                 return transition_fail(ctx, r == -ENOENT || r == -ENOTDIR || r == -EBUSY ? ENGINE_ERROR_FAILED : ENGINE_ERROR_KERNEL_REFUSED,
                                        r, "%s; nothing was changed.", msg ?: "Failed to build the new tree");

@@ -26,6 +26,9 @@ typedef struct ExecuteOptions {
         /* NULL, or where the staging worker's emptied namespace goes, for the kept layers
          * (layers.h), when it builds a tree. */
         int *layers_ns;
+        /* NULL, or where the staging worker's pid goes once it answered, left to end while the
+         * transition goes on: the caller reaps it (staging_reap()), also when it failed. */
+        pid_t *staging_pid;
 } ExecuteOptions;
 
 /* Under the engine's lock, with ctx lent by it: a failure is logged and kept in ctx->result. */

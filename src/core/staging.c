@@ -698,15 +698,26 @@ static _noreturn_ void worker_main(int sock, int staging_dir_fd, Image *images, 
         _exit(n_fds > n_reqs && empty_namespace() < 0 ? 2 : 0);
 }
 
+bool staging_reap(pid_t *pid) {
+        int status = 0;
+
+        if (*pid <= 0)
+                return false;
+        while (waitpid(*pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        *pid = 0;
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs, int *ret_ns,
-                  char **ret_message) {
+                  pid_t *ret_pid, char **ret_message) {
         _cleanup_close_ int sock_parent = -EBADF, sock_child = -EBADF, ns = -EBADF;
         _cleanup_free_ char *reply = NULL;
         _cleanup_json_ json_object *o = NULL;
         int pair[2], fds[HIERARCHIES_MAX + 1], status = 0, r;
         uint64_t error = 0;
         size_t n_fds = 0;
-        bool has_ns = false;
+        bool has_ns = false, exited_ok = false;
         pid_t pid;
 
         if (n_reqs > HIERARCHIES_MAX)
@@ -731,8 +742,14 @@ int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingReq
         sock_child = safe_close(sock_child);
 
         r = recv_with_fds(sock_parent, &reply, fds, HIERARCHIES_MAX + 1, &n_fds);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-                ;
+        /* Answered: the caller that takes the pid lets it end meanwhile. */
+        if (r >= 0 && ret_pid)
+                *ret_pid = pid;
+        else {
+                while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                        ;
+                exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        }
         if (r < 0)
                 return set_message(ret_message, EIO, "The staging worker died before answering (%s)",
                                    WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "no reply");
@@ -759,8 +776,9 @@ int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingReq
         }
         for (size_t i = 0; i < n_reqs; i++)
                 reqs[i].tree_fd = fds[i];
-        /* Emptied: the worker exited 0 after sending it. */
-        if (ret_ns && ns >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        /* Emptied once the worker exited 0 after sending it (checked by the caller that
+         * took the pid). */
+        if (ret_ns && ns >= 0 && (ret_pid || exited_ok))
                 *ret_ns = TAKE_FD(ns);
         return 0;
 }

@@ -50,6 +50,14 @@ typedef struct StagingRequest {
  * worker mounts a private tmpfs on, in its own namespace only.  On failure returns -errno
  * and a message for people in *ret_message; nothing is left mounted anywhere.  ret_ns: NULL,
  * or where the worker's namespace goes, emptied (a tmpfs with an empty "l" as its root), for
- * the kept layers (layers.h); left as it was when the worker could not give it. */
+ * the kept layers (layers.h); left as it was when the worker could not give it.
+ * ret_pid: NULL, and the worker is waited for; or, once it answered, its pid goes there and
+ * it is left to end (tearing down its namespace, emptying the one sent) while the caller goes
+ * on: the caller reaps it with staging_reap() before it trusts *ret_ns and before it gives the
+ * lock back (the worker holds the lock's fd until it exits). */
 int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs, int *ret_ns,
-                  char **ret_message);
+                  pid_t *ret_pid, char **ret_message);
+
+/* Waits for the worker *pid (0: none) and sets *pid to 0: true when it exited 0 (the
+ * namespace it sent is emptied). */
+bool staging_reap(pid_t *pid);
