@@ -51,20 +51,25 @@ static bool has_bytes(const uint8_t *buf, size_t len, size_t at, const char *mag
         return len >= at + n && memcmp(buf + at, magic, n) == 0;
 }
 
-const char *disk_fast_type(const uint8_t *buf, size_t len) {
+const char *disk_fast_type_parts(const uint8_t *head, size_t head_len, const uint8_t iso[static 5], const uint8_t btrfs[static 8]) {
         /* Every place a signature could make the content mean something else: a partition
          * table (MBR boot signature at 510, GPT header at 512), squashfs and xfs at 0, ext2/3/4
          * at 1080, ISO 9660 at 32769, btrfs at 65600.  With any of them, libblkid decides. */
-        if (len < DISK_FAST_PROBE_SIZE)
+        if (head_len < DISK_FAST_HEAD_SIZE)
                 return NULL;
-        if (le32(buf + 1024) != 0xe0f5e1e2U || buf[1024 + 12] < 9 || buf[1024 + 12] > 16)
+        if (le32(head + 1024) != 0xe0f5e1e2U || head[1024 + 12] < 9 || head[1024 + 12] > 16)
                 return NULL;
-        if (has_bytes(buf, len, 510, "\x55\xaa", 2) || has_bytes(buf, len, 512, "EFI PART", 8) ||
-            has_bytes(buf, len, 0, "hsqs", 4) || has_bytes(buf, len, 0, "XFSB", 4) ||
-            has_bytes(buf, len, 1080, "\x53\xef", 2) || has_bytes(buf, len, 32769, "CD001", 5) ||
-            has_bytes(buf, len, 65600, "_BHRfS_M", 8))
+        if (has_bytes(head, head_len, 510, "\x55\xaa", 2) || has_bytes(head, head_len, 512, "EFI PART", 8) ||
+            has_bytes(head, head_len, 0, "hsqs", 4) || has_bytes(head, head_len, 0, "XFSB", 4) ||
+            has_bytes(head, head_len, 1080, "\x53\xef", 2) || memcmp(iso, "CD001", 5) == 0 || memcmp(btrfs, "_BHRfS_M", 8) == 0)
                 return NULL;
         return "erofs";
+}
+
+const char *disk_fast_type(const uint8_t *buf, size_t len) {
+        if (len < DISK_FAST_PROBE_SIZE)
+                return NULL;
+        return disk_fast_type_parts(buf, DISK_FAST_HEAD_SIZE, buf + 32769, buf + 65600);
 }
 
 int disk_probe_type(int fd, uint64_t offset, uint64_t size, bool partitions, char **ret_type) {
@@ -74,15 +79,16 @@ int disk_probe_type(int fd, uint64_t offset, uint64_t size, bool partitions, cha
 
         *ret_type = NULL;
 
-        /* The common case, an erofs image, from one read instead of libblkid's few dozen. */
+        /* The common case, an erofs image, from three small reads (its first page, and the
+         * two places past it where another signature could be) instead of libblkid's few
+         * dozen. */
         if (size == 0 || size >= DISK_FAST_PROBE_SIZE) {
-                _cleanup_free_ uint8_t *head = malloc(DISK_FAST_PROBE_SIZE);
-                ssize_t n;
+                uint8_t head[DISK_FAST_HEAD_SIZE], iso[5], btrfs[8];
 
-                if (!head)
-                        return -ENOMEM;
-                n = pread(fd, head, DISK_FAST_PROBE_SIZE, (off_t) offset);
-                type = n == DISK_FAST_PROBE_SIZE ? disk_fast_type(head, (size_t) n) : NULL;
+                if (pread(fd, head, sizeof(head), (off_t) offset) == (ssize_t) sizeof(head) && le32(head + 1024) == 0xe0f5e1e2U &&
+                    pread(fd, iso, sizeof(iso), (off_t) (offset + 32769)) == (ssize_t) sizeof(iso) &&
+                    pread(fd, btrfs, sizeof(btrfs), (off_t) (offset + 65600)) == (ssize_t) sizeof(btrfs))
+                        type = disk_fast_type_parts(head, sizeof(head), iso, btrfs);
                 if (type) {
                         *ret_type = strdup(type);
                         return *ret_type ? 0 : -ENOMEM;

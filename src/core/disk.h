@@ -23,6 +23,10 @@ int disk_probe_type(int fd, uint64_t offset, uint64_t size, bool partitions, cha
  * disk_probe_type() tell the common image from one read. */
 #define DISK_FAST_PROBE_SIZE (65600 + 8)
 const char *disk_fast_type(const uint8_t *buf, size_t len);
+/* The same from the only bytes it looks at: the first DISK_FAST_HEAD_SIZE (head_len of them),
+ * 5 at 32769 and 8 at 65600 (what disk_probe_type() reads, not the 64 KiB between). */
+#define DISK_FAST_HEAD_SIZE 4096
+const char *disk_fast_type_parts(const uint8_t *head, size_t head_len, const uint8_t iso[static 5], const uint8_t btrfs[static 8]);
 
 typedef struct Partition {
         bool found;

@@ -18,7 +18,8 @@
  *   directory: a detached bind of it (open_tree on the resolved fd), its extension-release;
  *   raw file:  reopened for reading only once it is known to be a regular file; the file
  *              system recognised by content, never by suffix (an erofs superblock with no
- *              other signature from one read, disk_fast_type(); anything else by libblkid),
+ *              other signature from its first page and the two places past it that could
+ *              hold one, disk_fast_type_parts(); anything else by libblkid),
  *              its size checked against the file's; a plain erofs image (no verity) mounted
  *              detached straight from the open file where the kernel can (file-backed
  *              erofs), otherwise a loop device attached and the file system mounted

@@ -291,12 +291,16 @@ static void test_fast_type(void) {
         CHECK(!disk_fast_type(buf, DISK_FAST_PROBE_SIZE));
         buf[1024 + 12] = 9;
         CHECK_STREQ(disk_fast_type(buf, DISK_FAST_PROBE_SIZE), "erofs");
+        CHECK_STREQ(disk_fast_type_parts(buf, DISK_FAST_HEAD_SIZE, buf + 32769, buf + 65600), "erofs");
+        CHECK(!disk_fast_type_parts(buf, DISK_FAST_HEAD_SIZE - 1, buf + 32769, buf + 65600)); /* a short first page */
         for (size_t i = 0; i < ELEMENTSOF(others); i++) {
                 uint8_t saved[8];
 
                 memcpy(saved, buf + others[i].at, others[i].n);
                 memcpy(buf + others[i].at, others[i].magic, others[i].n);
                 CHECK(!disk_fast_type(buf, DISK_FAST_PROBE_SIZE));
+                /* The same from the parts disk_probe_type() reads. */
+                CHECK(!disk_fast_type_parts(buf, DISK_FAST_HEAD_SIZE, buf + 32769, buf + 65600));
                 memcpy(buf + others[i].at, saved, others[i].n);
         }
         CHECK_STREQ(disk_fast_type(buf, DISK_FAST_PROBE_SIZE), "erofs");
