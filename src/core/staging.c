@@ -43,6 +43,10 @@
  * the parent, pins none of the host's mounts.  That costs the worker what its exit would have
  * (the copy is torn down either way), where a namespace made for the purpose would have copied
  * the host's tree first.  The parent takes the namespace only from a worker that exited 0.
+ *
+ * A worker that answered ends on its own: the caller that asks for its pid (the engine) swaps
+ * the trees in meanwhile, and reaps it before it keeps the namespace and before it gives the
+ * lock back (the worker holds the lock's fd, inherited, until it exits).
  */
 #include <fcntl.h>
 #include <inttypes.h>
