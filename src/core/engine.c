@@ -160,6 +160,7 @@ Engine *engine_free(Engine *e) {
         safe_close(e->journal_fd);
         safe_close(e->facts_fd);
         safe_close(e->layers_ns);
+        layers_release_finish(&e->release);
         base_open_cancel(&e->facts_pending);
         image_list_free(&e->probed);
         unit_actions_done(&e->units);
@@ -593,6 +594,7 @@ static bool cache_lookup(Engine *e, Image *img, bool noexec, uint64_t judged_by)
                 /* The entry's id, once reused: the daemon keeps that entry (not for the kept
                  * layers, which are not the daemon's). */
                 img->cache_id = e->kept ? 0 : c->cache_id;
+                img->kept_clone = e->kept;
                 img->loop_devnum = c->loop_devnum;
                 img->loop_diskseq = c->loop_diskseq;
                 img->backing = c->backing;
@@ -765,7 +767,8 @@ static void keep_layers(Engine *e, const EngineOptions *o, EngineVerb verb, int 
                         Image *img = &e->probed.images[i];
 
                         /* Mounted without attributes (ProbeContext.mount_attrs). */
-                        if (layers_image_eligible(img) && img->root_fd >= 0 && !engine_class_noexec(&e->config, o, img->klass))
+                        if (layers_image_eligible(img) && (img->root_fd >= 0 || img->kept_dev != 0) &&
+                            !engine_class_noexec(&e->config, o, img->klass))
                                 keep[n++] = img;
                 }
         if (n > 0)
@@ -1156,6 +1159,7 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
         int r;
 
         xo.staging_pid = &worker;
+        xo.release = &e->release;
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
                 xo.attrs[k] = class_attrs(e, o, k);
                 xo.options[k] = e->config.classes[k].overlay_options;
@@ -1584,6 +1588,7 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
         /* The base's helper first: forked under the lock, it holds it while it lives. */
         engine_facts_close(e);
         e->layers_ns = safe_close(e->layers_ns);
+        layers_release_finish(&e->release);
         engine_unlock(e);
         /* Images that ship units: the running system's service manager, once the trees are in
          * place and the lock is given back (never for another root, never with --no-reload). */

@@ -9,6 +9,7 @@
 #include "image.h"
 #include "base.h"
 #include "journal.h"
+#include "layers.h"
 #include "mutable.h"
 #include "namespaces.h"
 #include "transition.h"
@@ -89,6 +90,7 @@ typedef struct Engine {
         bool keep_layers;
         int layers_ns; /* that namespace, while a transition uses it */
         ImageList *kept; /* its mounts that probe_all() may reuse, while it runs */
+        LayersRelease release; /* their clones, let go while the transition goes on */
 
         /* The last state.json read, kept while its file is the same (journal_load_cached()):
          * the daemon's statuses read it once per transition, and its workers, forked from it,

@@ -227,6 +227,9 @@ static int stage(const TransitionContext *ctx, Work *work, size_t n_work, Hierar
                                        r, "%s; nothing was changed.", msg ?: "Failed to build the new tree");
         for (size_t k = 0; k < n_reqs; k++)
                 work[map[k]].tree_fd = reqs[k].tree_fd;
+        /* The trees hold their layers: the clones of kept mounts go, beside what follows. */
+        if (o->release)
+                layers_release_start(o->release, images->images, images->n);
         return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "image.h"
 #include "inspect.h"
 #include "journal.h"
+#include "layers.h"
 #include "mutable.h"
 #include "plan.h"
 #include "transition.h"
@@ -29,6 +30,9 @@ typedef struct ExecuteOptions {
         /* NULL, or where the staging worker's pid goes once it answered, left to end while the
          * transition goes on: the caller reaps it (staging_reap()), also when it failed. */
         pid_t *staging_pid;
+        /* NULL, or where the clones of kept mounts among the images go once the new trees are
+         * built (layers_release_start()). */
+        LayersRelease *release;
 } ExecuteOptions;
 
 /* Under the engine's lock, with ctx lent by it: a failure is logged and kept in ctx->result. */

@@ -89,6 +89,11 @@ typedef struct Image {
          * worker: the id of the entry whose mount the image reuses (0: none), by which the
          * handover names the entries the daemon keeps (image_cache_from_handover()). */
         uint64_t cache_id;
+        /* In a run in process: root_fd is a clone of a mount the last such run kept (layers.h);
+         * once the new trees hold their own, the clone is let go early (layers_release_start())
+         * and kept_dev, its superblock's device, tells which kept mount it was. */
+        bool kept_clone;
+        dev_t kept_dev;
 
         /* From its extension-release: the service manager's part (EXTENSION_RELOAD_MANAGER=,
          * EXTENSION_RESTART_UNITS=, EXTENSION_RELOAD_OR_RESTART_UNITS=). */

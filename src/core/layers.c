@@ -58,7 +58,9 @@
 #include <linux/magic.h>
 #include <linux/nsfs.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,6 +339,48 @@ int layers_fetch(int ns, const ImageList *records, const ImageList *found, Image
 }
 
 /* In the namespace: the mounts of images at their names, and nothing else under l/. */
+static void *release_work(void *userdata) {
+        LayersRelease *rel = userdata;
+
+        for (size_t i = 0; i < rel->n; i++)
+                rel->fds[i] = safe_close(rel->fds[i]);
+        return NULL;
+}
+
+void layers_release_start(LayersRelease *rel, Image *images, size_t n) {
+        sigset_t all, saved;
+        size_t m = 0;
+
+        if (rel->started || rel->fds)
+                return;
+        for (size_t i = 0; i < n; i++)
+                m += images[i].kept_clone && images[i].root_fd >= 0;
+        if (m == 0 || !(rel->fds = calloc(m, sizeof(int))))
+                return;
+        for (size_t i = 0; i < n; i++) {
+                Image *img = &images[i];
+
+                /* (Not a mount root, which it always is: kept as it is.) */
+                if (!img->kept_clone || img->root_fd < 0 || !mount_root_at(img->root_fd, "", &img->kept_dev))
+                        continue;
+                rel->fds[rel->n++] = TAKE_FD(img->root_fd);
+        }
+        /* Signals stay the caller's.  Without a thread, closed here. */
+        if (sigfillset(&all) == 0 && pthread_sigmask(SIG_BLOCK, &all, &saved) == 0) {
+                rel->started = pthread_create(&rel->thread, NULL, release_work, rel) == 0;
+                (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        }
+        if (!rel->started)
+                (void) release_work(rel);
+}
+
+void layers_release_finish(LayersRelease *rel) {
+        if (rel->started)
+                (void) pthread_join(rel->thread, NULL);
+        free(rel->fds);
+        *rel = (LayersRelease) {};
+}
+
 static int keep_here(Image *const *images, size_t n) {
         _cleanup_closedir_ DIR *d = NULL;
         _cleanup_free_ char (*kept)[LAYERS_NAME_MAX] = NULL;
@@ -353,10 +397,17 @@ static int keep_here(Image *const *images, size_t n) {
                 char name[LAYERS_NAME_MAX];
                 dev_t dev, image_dev;
 
+                layers_name(&images[i]->st, name);
+                /* A clone let go (layers_release_start()): kept when the kept mount is still
+                 * the one it was cloned from, else nothing to keep it with. */
+                if (images[i]->root_fd < 0) {
+                        if (images[i]->kept_dev != 0 && kept_mount(name, &dev) && dev == images[i]->kept_dev)
+                                memcpy(kept[n_kept++], name, LAYERS_NAME_MAX);
+                        continue;
+                }
                 /* (A mount root, as every image's root is; not kept otherwise.) */
                 if (!mount_root_at(images[i]->root_fd, "", &image_dev))
                         continue;
-                layers_name(&images[i]->st, name);
                 if (kept_mount(name, &dev)) {
                         if (dev == image_dev) {
                                 memcpy(kept[n_kept++], name, LAYERS_NAME_MAX); /* reused: it is this mount's clone */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,12 +39,29 @@ int layers_fetch(int ns, const ImageList *records, const ImageList *found, Image
 void layers_fetched_free(ImageList *l);
 
 /* Keeps the mounts of images (each eligible, mounted without attributes, root_fd the root of
- * its detached mount or of a clone fetched above), the trees of generation, in ns and drops
+ * its detached mount or of a clone fetched above, or a clone let go: kept_dev), the trees of
+ * generation, in ns and drops
  * every other kept mount.  A mount kept already for that file is left as it is.  fresh: ns is
  * a new, empty namespace (the staging worker's, staging.h), pinned here and recorded.  On
  * failure nothing is kept: the namespace is dropped.  (A process that could not return from
  * the namespace aborts: nothing may go on in it.)  root: the root's path, for messages. */
 int layers_keep(int journal_fd, const char *root, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n);
+
+/* The clones of kept mounts are anonymous mount namespaces of their own, each dissolved when
+ * its last fd goes, and each such dissolution waits for an RCU grace period: closing 50 took
+ * 0.35-2 ms here, one after the other.  Once the staging worker built the new trees (whose
+ * overlays hold private clones of their layers), the images' clones are let go on a thread of
+ * their own while the transition goes on: each image's root_fd that is such a clone is closed
+ * there, its kept_dev set for layers_keep().  layers_release_finish() waits for the thread
+ * (called before the transition returns; a no-op when nothing was started). */
+typedef struct LayersRelease {
+        int *fds;
+        size_t n;
+        bool started;
+        pthread_t thread;
+} LayersRelease;
+void layers_release_start(LayersRelease *rel, Image *images, size_t n);
+void layers_release_finish(LayersRelease *rel);
 
 /* Drops the kept layers: the pinned namespace is detached if it is ours by the recorded
  * identity, and its record removed.  Returns 1 when one was detached, 0 when there was none. */

@@ -685,6 +685,12 @@ static _noreturn_ void worker_main(int sock, int staging_dir_fd, Image *images, 
         int r;
 
         r = worker_run(&w, staging_dir_fd, images, n_images, reqs, n_reqs, want_ns ? &ns : NULL);
+        /* The trees hold their layers: this copy of the images' fds goes before the answer,
+         * while the parent still holds them, so that the last close of a clone (a namespace
+         * dissolved, an RCU grace period waited for) is the parent's, made beside its swap
+         * (layers.h, layers_release_start()), not this exit's, which the parent waits for. */
+        for (size_t i = 0; i < n_images; i++)
+                images[i].root_fd = safe_close(images[i].root_fd);
         json_object_object_add(o, "error", json_object_new_int(r < 0 ? w.error : 0));
         if (r < 0)
                 json_object_object_add(o, "message", json_object_new_string(w.message ?: "Staging failed"));
