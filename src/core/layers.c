@@ -48,6 +48,10 @@
  * transition.  A failure to keep is no failure of the transition: nothing is kept and the next
  * run mounts its images.
  *
+ * A reused mount comes as a detached clone (an anonymous namespace of its own: an overlay takes a
+ * layer of another namespace only as such a root), let go on a thread once the new trees hold
+ * their layers (layers_release_start()): the end of each waits for an RCU grace period.
+ *
  * Entering the namespace is setns(): this process steps in and out (mounts.h,
  * mount_ns_visit_begin()), its root and working directory put back as they were; a process
  * that could not come back aborts rather than go on in the wrong namespace.
