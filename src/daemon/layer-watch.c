@@ -16,6 +16,7 @@
  *     DISK_MEDIA_CHANGE=1 or a DISKSEQ other than the recorded one.  The kernel's own netlink
  *     group, not sd-device's monitor: that one listens to udev's re-broadcast, and sysextd
  *     must not depend on udev (there is none in an initrd without it, nor on the test machines).
+ *     A socket filter lets only "change" events through (every mount of an image adds a device).
  * An event only says "look": after a quiet second (a burst is one check) every layer not yet
  * known as changed is judged (watch_judge(): the recorded identity against a stat() and the
  * device's diskseq, plus what the events saw).  Each new change is logged, signalled
@@ -26,6 +27,7 @@
  */
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/filter.h>
 #include <linux/netlink.h>
 #include <linux/openat2.h>
 #include <string.h>
@@ -456,6 +458,26 @@ void layer_watch_rebuild(Manager *m, EngineStatus *status) {
         w->rebuilding = false;
 }
 
+/* Only "change" events reach this process: every image a transition mounts adds a device (its
+ * backing device info in sysfs) and removes one when it goes, 50 and more events for a
+ * refresh of 50 images, each of which would wake the daemon, beside the transition, for
+ * nothing.  The kernel's message begins with "ACTION@DEVPATH". */
+static int uevent_filter_changes(int fd) {
+        static const struct sock_filter code[] = {
+                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x6368616eU /* "chan" */, 0, 5),
+                BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 4),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x6765U /* "ge" */, 0, 3),
+                BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 6),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, '@', 0, 1),
+                BPF_STMT(BPF_RET | BPF_K, 0xffffffffU), /* all of it */
+                BPF_STMT(BPF_RET | BPF_K, 0),           /* none */
+        };
+        const struct sock_fprog prog = { .len = ELEMENTSOF(code), .filter = (struct sock_filter *) code };
+
+        return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0 ? negative_errno() : 0;
+}
+
 int layer_watch_start(Manager *m) {
         LayerWatch *w = calloc(1, sizeof(LayerWatch));
         struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = 1 /* the kernel's uevents */ };
@@ -470,7 +492,8 @@ int layer_watch_start(Manager *m) {
             sd_event_add_io(m->event, &w->uevent_source, w->uevent_fd, EPOLLIN, on_uevent, w) < 0) {
                 log_warning_errno(errno, "Failed to listen to the kernel's device events; loop devices are checked only when their image files are touched, and by status: %m");
                 w->uevent_fd = safe_close(w->uevent_fd);
-        }
+        } else if (uevent_filter_changes(w->uevent_fd) < 0)
+                log_debug_errno(errno, "Could not filter the kernel's device events, all of them wake the daemon: %m");
         w->by_event = w->at_start = true;
         layer_watch_rebuild(m, NULL);
         w->by_event = w->at_start = false;
