@@ -20,7 +20,7 @@ int disk_probe_type(int fd, uint64_t offset, uint64_t size, bool partitions, cha
 /* "erofs" when buf (the first DISK_FAST_PROBE_SIZE bytes, len of them) holds an erofs
  * superblock and no signature that could make it something else (a partition table,
  * squashfs, xfs, ext2/3/4, ISO 9660, btrfs), else NULL: then libblkid decides.  Lets
- * disk_probe_type() tell the common image from one read. */
+ * disk_probe_type() tell the common image from three small reads (below). */
 #define DISK_FAST_PROBE_SIZE (65600 + 8)
 const char *disk_fast_type(const uint8_t *buf, size_t len);
 /* The same from the only bytes it looks at: the first DISK_FAST_HEAD_SIZE (head_len of them),

@@ -372,6 +372,9 @@ static void update_followers(Engine *e, Journal *j) {
         }
         if (l.n == 0)
                 return; /* none: the base below our trees is not needed */
+        /* The helpers forked from here would get copies of the clones still being let go, and
+         * their exits, waited for, the last close of some. */
+        layers_release_finish(&e->release);
         r = base_root_open(e->root_fd, e->root, &base);
         if (r < 0) {
                 log_warning("Failed to reach %s below sysextd's trees, the followed namespaces were not updated: %s", e->root,

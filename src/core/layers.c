@@ -342,7 +342,6 @@ int layers_fetch(int ns, const ImageList *records, const ImageList *found, Image
         return 0;
 }
 
-/* In the namespace: the mounts of images at their names, and nothing else under l/. */
 static void *release_work(void *userdata) {
         LayersRelease *rel = userdata;
 
@@ -385,6 +384,7 @@ void layers_release_finish(LayersRelease *rel) {
         *rel = (LayersRelease) {};
 }
 
+/* In the namespace: the mounts of images at their names, and nothing else under l/. */
 static int keep_here(Image *const *images, size_t n) {
         _cleanup_closedir_ DIR *d = NULL;
         _cleanup_free_ char (*kept)[LAYERS_NAME_MAX] = NULL;

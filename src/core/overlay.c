@@ -5,7 +5,8 @@
  * Steps: fsopen("overlay") -> fsconfig(source, lowerdir+ ..., [upperdir, workdir], options,
  *        [ro]) -> FSCONFIG_CMD_CREATE -> fsmount(attributes).
  * A layer the caller has open goes in by its fd (FSCONFIG_SET_FD, Linux 6.13; used from 6.15,
- * kernel.h's detached-layers, on; by its path where the kernel refuses the fd), else by its path.
+ * kernel.h's detached-layers, on; all by path again where the kernel refuses such an fd), else
+ * by its path.
  * Before Linux 6.8 (no lowerdir+, kernel.h) all layers go into one "lowerdir" string, or,
  * for a long one, into mount(2)'s options.  A tree without an upper directory is read-only;
  * one with it is writable (mutable modes, mutable.h).  Options that are per-mount flags in
@@ -261,8 +262,10 @@ int overlay_plan_build(const OverlaySpec *s, bool lowerdir_plus, OverlayPlan *re
 }
 
 /* 'by_fd': layers with an fd are given by it (FSCONFIG_SET_FD), which spares the kernel a path
- * walk through /proc per layer. */
-static int overlay_try(const OverlayPlan *p, bool by_fd, int *ret_mount_fd, char **ret_message) {
+ * walk through /proc per layer; *ret_fd_refused when the kernel refused such an fd (EBADF,
+ * EINVAL) of a layer that has a path too: the caller tries again by path, in a new context
+ * (this one's log holds the refusal). */
+static int overlay_try(const OverlayPlan *p, bool by_fd, int *ret_mount_fd, char **ret_message, bool *ret_fd_refused) {
         _cleanup_close_ int fs_fd = -EBADF, mnt_fd = -EBADF;
         int r;
 
@@ -275,10 +278,12 @@ static int overlay_try(const OverlayPlan *p, bool by_fd, int *ret_mount_fd, char
                         r = fsconfig(fs_fd, FSCONFIG_SET_FD, p->params[i].key, NULL, p->params[i].fd);
                         if (r >= 0)
                                 continue;
-                        /* A kernel that takes no O_PATH fd there (before 6.15's fix): the
-                         * layer by its path then, as before 6.13. */
-                        if (!IN_SET(errno, EBADF, EINVAL) || !p->params[i].value)
-                                goto fail;
+                        /* A kernel that takes no O_PATH fd for a layer (overlayfs from 6.13
+                         * until O_PATH fds were accepted with detached layers; a backport may
+                         * have one without the other). */
+                        if (IN_SET(errno, EBADF, EINVAL) && p->params[i].value)
+                                *ret_fd_refused = true;
+                        goto fail;
                 }
                 if (p->params[i].value)
                         r = fsconfig(fs_fd, FSCONFIG_SET_STRING, p->params[i].key, p->params[i].value, 0);
@@ -303,13 +308,19 @@ fail:
 int overlay_mount(const OverlaySpec *s, int *ret_mount_fd, char **ret_message) {
         __attribute__((cleanup(overlay_plan_done))) OverlayPlan p = {};
         _cleanup_free_ char *msg = NULL;
+        bool fd_refused = false;
         int r;
 
         r = overlay_plan_build(s, kernel_has(KERNEL_LOWERDIR_PLUS), &p);
         if (r < 0)
                 return r;
         /* Layers as fds came with Linux 6.13, before detached mounts as layers (6.15). */
-        r = overlay_try(&p, kernel_has(KERNEL_DETACHED_LAYERS), ret_mount_fd, &msg);
+        r = overlay_try(&p, kernel_has(KERNEL_DETACHED_LAYERS), ret_mount_fd, &msg, &fd_refused);
+        if (r < 0 && fd_refused) {
+                free(msg);
+                msg = NULL;
+                r = overlay_try(&p, false, ret_mount_fd, &msg, &fd_refused);
+        }
         if (r < 0)
                 *ret_message = TAKE_PTR(msg);
         return r;

@@ -46,7 +46,9 @@
  *
  * A worker that answered ends on its own: the caller that asks for its pid (the engine) swaps
  * the trees in meanwhile, and reaps it before it keeps the namespace and before it gives the
- * lock back (the worker holds the lock's fd, inherited, until it exits).
+ * lock back (the worker holds the lock's fd, inherited, until it exits).  Until then its
+ * namespace (a slave of the host's, our trees taken off) lives on: the swap propagates into it
+ * too, and a listing of namespaces made meanwhile may show it, with the base below.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -710,13 +712,14 @@ static _noreturn_ void worker_main(int sock, int staging_dir_fd, Image *images, 
 
 bool staging_reap(pid_t *pid) {
         int status = 0;
+        pid_t w;
 
         if (*pid <= 0)
                 return false;
-        while (waitpid(*pid, &status, 0) < 0 && errno == EINTR)
+        while ((w = waitpid(*pid, &status, 0)) < 0 && errno == EINTR)
                 ;
         *pid = 0;
-        return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        return w > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs, int *ret_ns,
@@ -756,9 +759,11 @@ int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingReq
         if (r >= 0 && ret_pid)
                 *ret_pid = pid;
         else {
-                while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                pid_t w;
+
+                while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
                         ;
-                exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+                exited_ok = w > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
         }
         if (r < 0)
                 return set_message(ret_message, EIO, "The staging worker died before answering (%s)",

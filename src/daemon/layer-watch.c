@@ -481,6 +481,7 @@ static int uevent_filter_changes(int fd) {
 int layer_watch_start(Manager *m) {
         LayerWatch *w = calloc(1, sizeof(LayerWatch));
         struct sockaddr_nl sa = { .nl_family = AF_NETLINK, .nl_groups = 1 /* the kernel's uevents */ };
+        int r;
 
         if (!w)
                 return -ENOMEM;
@@ -488,12 +489,14 @@ int layer_watch_start(Manager *m) {
         m->watch = w;
 
         w->uevent_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_KOBJECT_UEVENT);
+        /* (Filtered before it is bound: nothing unfiltered is queued.) */
+        if (w->uevent_fd >= 0 && (r = uevent_filter_changes(w->uevent_fd)) < 0)
+                log_debug_errno(r, "Could not filter the kernel's device events, all of them wake the daemon: %m");
         if (w->uevent_fd < 0 || bind(w->uevent_fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 ||
             sd_event_add_io(m->event, &w->uevent_source, w->uevent_fd, EPOLLIN, on_uevent, w) < 0) {
                 log_warning_errno(errno, "Failed to listen to the kernel's device events; loop devices are checked only when their image files are touched, and by status: %m");
                 w->uevent_fd = safe_close(w->uevent_fd);
-        } else if (uevent_filter_changes(w->uevent_fd) < 0)
-                log_debug_errno(errno, "Could not filter the kernel's device events, all of them wake the daemon: %m");
+        }
         w->by_event = w->at_start = true;
         layer_watch_rebuild(m, NULL);
         w->by_event = w->at_start = false;
