@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,13 +52,19 @@ static bool has_bytes(const uint8_t *buf, size_t len, size_t at, const char *mag
         return len >= at + n && memcmp(buf + at, magic, n) == 0;
 }
 
+/* An erofs superblock at 1 KiB of buf (at least 1024 + 13 bytes): its magic, and a block size
+ * erofs has (blkszbits 9-16). */
+static bool erofs_super(const uint8_t *buf) {
+        return le32(buf + 1024) == EROFS_SUPER_MAGIC_V1 && buf[1024 + 12] >= 9 && buf[1024 + 12] <= 16;
+}
+
 const char *disk_fast_type_parts(const uint8_t *head, size_t head_len, const uint8_t iso[static 5], const uint8_t btrfs[static 8]) {
         /* Every place a signature could make the content mean something else: a partition
          * table (MBR boot signature at 510, GPT header at 512), squashfs and xfs at 0, ext2/3/4
          * at 1080, ISO 9660 at 32769, btrfs at 65600.  With any of them, libblkid decides. */
         if (head_len < DISK_FAST_HEAD_SIZE)
                 return NULL;
-        if (le32(head + 1024) != 0xe0f5e1e2U || head[1024 + 12] < 9 || head[1024 + 12] > 16)
+        if (!erofs_super(head))
                 return NULL;
         if (has_bytes(head, head_len, 510, "\x55\xaa", 2) || has_bytes(head, head_len, 512, "EFI PART", 8) ||
             has_bytes(head, head_len, 0, "hsqs", 4) || has_bytes(head, head_len, 0, "XFSB", 4) ||
@@ -85,7 +92,7 @@ int disk_probe_type(int fd, uint64_t offset, uint64_t size, bool partitions, cha
         if (size == 0 || size >= DISK_FAST_PROBE_SIZE) {
                 uint8_t head[DISK_FAST_HEAD_SIZE], iso[5], btrfs[8];
 
-                if (pread(fd, head, sizeof(head), (off_t) offset) == (ssize_t) sizeof(head) && le32(head + 1024) == 0xe0f5e1e2U &&
+                if (pread(fd, head, sizeof(head), (off_t) offset) == (ssize_t) sizeof(head) && erofs_super(head) &&
                     pread(fd, iso, sizeof(iso), (off_t) (offset + 32769)) == (ssize_t) sizeof(iso) &&
                     pread(fd, btrfs, sizeof(btrfs), (off_t) (offset + 65600)) == (ssize_t) sizeof(btrfs))
                         type = disk_fast_type_parts(head, sizeof(head), iso, btrfs);
@@ -301,7 +308,7 @@ int superblock_needed_size(ImageKind kind, const uint8_t *buf, size_t len, uint6
         case IMAGE_EROFS: /* superblock at 1024: magic le32 @0, blkszbits u8 @12, blocks le32 @36 */
                 if (len < 1024 + 40)
                         return -EBADMSG;
-                if (le32(buf + 1024) == 0xe0f5e1e2 && buf[1024 + 12] >= 9 && buf[1024 + 12] <= 16)
+                if (erofs_super(buf))
                         need = (uint64_t) le32(buf + 1024 + 36) << buf[1024 + 12];
                 break;
         case IMAGE_SQUASHFS: /* magic le32 @0 "hsqs", bytes_used le64 @40 */
@@ -380,7 +387,7 @@ int disk_check_size(int fd, uint64_t offset, ImageKind kind, uint64_t available,
                 return set_message(ret_message, EBADMSG, "image is truncated: only %zd bytes", n);
         /* erofs (superblock at 1 KiB): extra_devices, le16 @0x56, counts blob devices that
          * hold data; this image alone could not supply it and every read of it fails. */
-        if (kind == IMAGE_EROFS && n >= 1024 + 0x58 && le32(buf + 1024) == 0xE0F5E1E2U && le16(buf + 1024 + 0x56) > 0)
+        if (kind == IMAGE_EROFS && n >= 1024 + 0x58 && le32(buf + 1024) == EROFS_SUPER_MAGIC_V1 && le16(buf + 1024 + 0x56) > 0)
                 return set_message(ret_message, EXDEV,
                                    "the erofs file system keeps data on %u extra device(s) (blobs) that an extension image cannot bring; build it without --blobdev or chunk de-duplication across devices",
                                    (unsigned) le16(buf + 1024 + 0x56));

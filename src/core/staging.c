@@ -710,16 +710,26 @@ static _noreturn_ void worker_main(int sock, int staging_dir_fd, Image *images, 
         _exit(n_fds > n_reqs && empty_namespace() < 0 ? 2 : 0);
 }
 
-bool staging_reap(pid_t *pid) {
+/* Waits for the worker: true when it exited 0; its wait status in *ret_status (0 when it
+ * could not be waited for). */
+static bool worker_wait(pid_t pid, int *ret_status) {
         int status = 0;
         pid_t w;
 
-        if (*pid <= 0)
-                return false;
-        while ((w = waitpid(*pid, &status, 0)) < 0 && errno == EINTR)
+        while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
                 ;
-        *pid = 0;
+        if (w < 0)
+                status = 0;
+        if (ret_status)
+                *ret_status = status;
         return w > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+bool staging_reap(pid_t *pid) {
+        pid_t p = *pid;
+
+        *pid = 0;
+        return p > 0 && worker_wait(p, NULL);
 }
 
 int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingRequest *reqs, size_t n_reqs, int *ret_ns,
@@ -758,13 +768,8 @@ int staging_build(int staging_dir_fd, Image *images, size_t n_images, StagingReq
         /* Answered: the caller that takes the pid lets it end meanwhile. */
         if (r >= 0 && ret_pid)
                 *ret_pid = pid;
-        else {
-                pid_t w;
-
-                while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
-                        ;
-                exited_ok = w > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        }
+        else
+                exited_ok = worker_wait(pid, &status);
         if (r < 0)
                 return set_message(ret_message, EIO, "The staging worker died before answering (%s)",
                                    WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "no reply");
