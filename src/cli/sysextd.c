@@ -17,6 +17,7 @@
 #include "settings.h"
 #include "daemon.h"
 #include "engine.h"
+#include "journal.h"
 #include "json-util.h"
 #include "log.h"
 #include "output.h"
@@ -421,7 +422,7 @@ static int local_transition(Engine *e, EngineVerb verb, const EngineOptions *o, 
         return r < 0 ? r : 0;
 }
 
-static int run_local(const Args *a, EngineConfig *config, int *base_fd) {
+static int run_local(const Args *a, EngineConfig *config, int *base_fd, JournalCache *journal) {
         _cleanup_(engine_freep) Engine *e = NULL;
         int r;
 
@@ -434,6 +435,7 @@ static int run_local(const Args *a, EngineConfig *config, int *base_fd) {
         if (*base_fd >= 0 && STR_IN_SET(a->verb, "merge", "refresh", "rollback", "list"))
                 engine_adopt_facts(e, TAKE_FD(*base_fd));
         *base_fd = safe_close(*base_fd);
+        engine_adopt_journal_cache(e, journal);
         /* This process ends with its run: the image mounts are kept for the next (layers.h). */
         engine_keep_layers(e);
 
@@ -576,6 +578,7 @@ int main(int argc, char **argv) {
                 /* Its helper is reaped when this block ends: its exit tears down its copy of the
                  * mount tree, which nothing here waits for (a daemon reaps it at once). */
                 _cleanup_(base_open_cancel) BaseOpen helper = { .sock = -EBADF, .fd = -EBADF };
+                _cleanup_(journal_cache_done) JournalCache journal = {};
 
                 if (root_fd < 0) {
                         log_error_errno(errno, "Failed to open the root %s: %m", a.root ?: "/");
@@ -585,6 +588,10 @@ int main(int argc, char **argv) {
                  * no image supplies it.  (A file named with --config= is read as named.) */
                 canonical = realpath(a.root ?: "/", NULL);
                 r = canonical ? base_root_open_start(root_fd, canonical, &helper) : -errno;
+                /* While the helper strips and clones: state.json parsed for the transition,
+                 * which uses it if the bytes are the same under the lock. */
+                if (r >= 0 && STR_IN_SET(a.verb, "merge", "refresh", "unmerge", "rollback"))
+                        journal_cache_prefetch(root_fd, &journal);
                 if (r >= 0)
                         r = base_root_open_finish(&helper, &base_fd);
                 if (streq(a.verb, "daemon"))
@@ -616,7 +623,7 @@ int main(int argc, char **argv) {
                 if (streq(a.verb, "daemon"))
                         r = daemon_run(a.root, &config, &dconfig);
                 else
-                        r = run_local(&a, &config, &base_fd);
+                        r = run_local(&a, &config, &base_fd, &journal);
                 engine_config_done(&config);
                 return r < 0 ? 1 : 0;
         }

@@ -129,6 +129,12 @@ int engine_new(const char *root, EngineConfig *config, Engine **ret) {
         return 0;
 }
 
+void engine_adopt_journal_cache(Engine *e, JournalCache *c) {
+        journal_cache_done(&e->journal_cache);
+        e->journal_cache = *c;
+        *c = (JournalCache) {};
+}
+
 void engine_adopt_facts(Engine *e, int fd) {
         MountIdentity mnt, root_mnt;
 
@@ -159,6 +165,7 @@ Engine *engine_free(Engine *e) {
         safe_close(e->lock_fd);
         safe_close(e->journal_fd);
         safe_close(e->facts_fd);
+        layers_sweep_finish(&e->sweep);
         safe_close(e->layers_ns);
         layers_release_finish(&e->release);
         base_open_cancel(&e->facts_pending);
@@ -775,7 +782,7 @@ static void keep_layers(Engine *e, const EngineOptions *o, EngineVerb verb, int 
                                 keep[n++] = img;
                 }
         if (n > 0)
-                (void) layers_keep(e->journal_fd, e->root, ns, ns == fresh, generation, keep, n);
+                (void) layers_keep(e->journal_fd, e->root, ns, ns == fresh, generation, keep, n, &e->sweep);
         else
                 (void) layers_drop(e->journal_fd);
 }
@@ -1163,6 +1170,10 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
 
         xo.staging_pid = &worker;
         xo.release = &e->release;
+        if (e->keep_layers && e->layers_ns >= 0) {
+                xo.sweep = &e->sweep;
+                xo.sweep_ns = e->layers_ns;
+        }
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
                 xo.attrs[k] = class_attrs(e, o, k);
                 xo.options[k] = e->config.classes[k].overlay_options;
@@ -1590,6 +1601,7 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
         }
         /* The base's helper first: forked under the lock, it holds it while it lives. */
         engine_facts_close(e);
+        layers_sweep_finish(&e->sweep);
         e->layers_ns = safe_close(e->layers_ns);
         layers_release_finish(&e->release);
         engine_unlock(e);

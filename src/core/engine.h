@@ -91,6 +91,7 @@ typedef struct Engine {
         int layers_ns; /* that namespace, while a transition uses it */
         ImageList *kept; /* its mounts that probe_all() may reuse, while it runs */
         LayersRelease release; /* their clones, let go while the transition goes on */
+        LayersSweep sweep;     /* the kept mounts the new trees do not have, let go likewise */
 
         /* The last state.json read, kept while its file is the same (journal_load_cached()):
          * the daemon's statuses read it once per transition, and its workers, forked from it,
@@ -107,6 +108,9 @@ int engine_new(const char *root, EngineConfig *config, Engine **ret); /* takes *
  * the root itself, as base_root_open() gives it when nothing of ours was mounted, is not, as a
  * tree merged meanwhile would show in it.  Takes fd. */
 void engine_adopt_facts(Engine *e, int fd);
+/* The journal's parse made before the engine (journal_cache_prefetch()), taken over: the first
+ * load under the lock uses it if state.json still has the bytes it was parsed from. */
+void engine_adopt_journal_cache(Engine *e, JournalCache *c);
 /* For a process that runs one transition and ends (the command line): the image mounts of the
  * trees it builds are kept for the next such run (layers.h), which reuses those of the files
  * it finds again. */

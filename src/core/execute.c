@@ -545,6 +545,9 @@ int execute_transition(const TransitionContext *ctx, EngineVerb verb, Journal *j
                 goto finish;
         if (changed)
                 j->generation = generation;
+        /* The kept mounts the new trees do not have go beside the commit (layers.h). */
+        if (changed && swap_r >= 0 && verb != ENGINE_UNMERGE && !journal_delayed(j) && o->sweep)
+                layers_sweep_start(o->sweep, o->sweep_ns, images->images, images->n);
         if (swap_r < 0 && verb != ENGINE_UNMERGE && !changed)
                 /* Nothing changed: the images recorded are not the live ones. */
                 image_list_free(&j->images);

@@ -33,6 +33,10 @@ typedef struct ExecuteOptions {
         /* NULL, or where the clones of kept mounts among the images go once the new trees are
          * built (layers_release_start()). */
         LayersRelease *release;
+        /* NULL, or what sweeps the kept layers' namespace sweep_ns (layers.h) once a swap made
+         * new trees live. */
+        LayersSweep *sweep;
+        int sweep_ns;
 } ExecuteOptions;
 
 /* Under the engine's lock, with ctx lent by it: a failure is logged and kept in ctx->result. */

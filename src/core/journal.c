@@ -687,6 +687,28 @@ int journal_load_cached(int dir_fd, JournalCache *cache, Journal *ret, unsigned 
         return moved;
 }
 
+void journal_cache_prefetch(int root_fd, JournalCache *cache) {
+        _cleanup_close_ int dir_fd = -EBADF;
+        _cleanup_free_ char *text = NULL;
+        Journal j = {};
+        size_t size = 0;
+        uint64_t stamp = UINT64_C(0xcbf29ce484222325);
+
+        journal_cache_done(cache);
+        if (journal_dir_open(root_fd, false, &dir_fd) < 0 ||
+            read_file_at(dir_fd, JOURNAL_STATE, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, JOURNAL_FILE_MAX, &text, &size, NULL) < 0)
+                return;
+        stamp_add_string(&stamp, text);
+        if (journal_from_json(text, &j) < 0)
+                return;
+        /* As journal_load_cached() keeps it: not one that carries an earlier version's history. */
+        if (j.generations_dirty) {
+                journal_done(&j);
+                return;
+        }
+        *cache = (JournalCache) { .valid = true, .size = size, .stamp = stamp, .journal = j };
+}
+
 int journal_load(int dir_fd, Journal *ret, unsigned *ret_n_corrupt_trees) {
         return journal_load_cached(dir_fd, NULL, ret, ret_n_corrupt_trees);
 }

@@ -138,6 +138,12 @@ typedef struct JournalCache {
         Journal journal;
 } JournalCache;
 void journal_cache_done(JournalCache *c);
+/* Fills cache from state.json in the journal directory of root_fd (nothing is created), for a
+ * later journal_load_cached(), which uses it only when the bytes it reads under the lock are
+ * the same: parsing (0.3-0.7 ms for 50 images) can be done without the lock, while something
+ * else is waited for.  Nothing is written; a file missing, unreadable or invalid leaves the
+ * cache empty for the load to meet. */
+void journal_cache_prefetch(int root_fd, JournalCache *cache);
 
 /* Loads state.json and the tree records from the journal directory fd (missing: empty).
  * Returns 1 when state.json failed validation and was moved aside, 0 otherwise;

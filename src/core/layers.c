@@ -50,7 +50,11 @@
  *
  * A reused mount comes as a detached clone (an anonymous namespace of its own: an overlay takes a
  * layer of another namespace only as such a root), let go on a thread once the new trees hold
- * their layers (layers_release_start()): the end of each waits for an RCU grace period.
+ * their layers (layers_release_start()): the end of each waits for an RCU grace period.  The
+ * kept mounts that the new trees do not have are detached on a thread too, which enters the
+ * namespace once the swap made the new trees live (layers_sweep_start()): for a replaced image
+ * that is the end of its file system (an erofs superblock and its backing device, 0.5 ms),
+ * beside the commit; layers_keep() waits for it before it drops whatever is left.
  *
  * Entering the namespace is setns(): this process steps in and out (mounts.h,
  * mount_ns_visit_begin()), its root and working directory put back as they were; a process
@@ -158,9 +162,17 @@ static int pinned_open(int holder, const Record *rec) {
 }
 
 /* Into the namespace, remembering the way back (v). */
-static int ns_enter(int ns, MountNsVisit *v) {
+/* In a namespace: whether its root is one the staging worker made, a tmpfs of root's, mode
+ * 0700. */
+static bool root_is_staging(void) {
         struct statfs sfs;
         struct stat st;
+
+        return statfs("/", &sfs) >= 0 && (unsigned long) sfs.f_type == TMPFS_MAGIC && stat("/", &st) >= 0 && st.st_uid == 0 &&
+               (st.st_mode & 07777) == 0700;
+}
+
+static int ns_enter(int ns, MountNsVisit *v) {
         int r = mount_ns_visit_begin(v);
 
         if (r >= 0 && setns(ns, CLONE_NEWNS) < 0) {
@@ -168,9 +180,7 @@ static int ns_enter(int ns, MountNsVisit *v) {
                 mount_ns_visit_done(v);
                 return r;
         }
-        /* One the staging worker made: a tmpfs of root's, mode 0700, as its root. */
-        if (r >= 0 && (statfs("/", &sfs) < 0 || (unsigned long) sfs.f_type != TMPFS_MAGIC || stat("/", &st) < 0 ||
-                       st.st_uid != 0 || (st.st_mode & 07777) != 0700)) {
+        if (r >= 0 && !root_is_staging()) {
                 if (mount_ns_visit_end(v) < 0)
                         abort();
                 return -EBADF;
@@ -384,8 +394,68 @@ void layers_release_finish(LayersRelease *rel) {
         *rel = (LayersRelease) {};
 }
 
-/* In the namespace: the mounts of images at their names, and nothing else under l/. */
-static int keep_here(Image *const *images, size_t n) {
+static bool sweep_keeps(const LayersSweep *s, const char *entry) {
+        for (size_t i = 0; i < s->n_keep; i++)
+                if (streq(s->keep[i] + strlen(LAYERS_DIR "/"), entry))
+                        return true;
+        return false;
+}
+
+/* On its own thread, which enters the namespace for good (it ends there). */
+static void *sweep_work(void *userdata) {
+        LayersSweep *s = userdata;
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+
+        /* setns() wants this thread's root and working directory to be its own. */
+        if (unshare(CLONE_FS) < 0 || setns(s->ns, CLONE_NEWNS) < 0 || !root_is_staging())
+                return NULL;
+        d = opendir(LAYERS_DIR);
+        if (!d)
+                return NULL;
+        while ((de = readdir(d))) {
+                char name[LAYERS_NAME_MAX + 256];
+
+                if (de->d_name[0] == '.' || sweep_keeps(s, de->d_name))
+                        continue;
+                snprintf(name, sizeof(name), LAYERS_DIR "/%s", de->d_name);
+                if (kept_detach(name) >= 0)
+                        (void) rmdir(name);
+        }
+        return NULL;
+}
+
+void layers_sweep_start(LayersSweep *s, int ns, const Image *images, size_t n) {
+        sigset_t all, saved;
+
+        if (s->started || ns < 0 || !(s->keep = calloc(n ?: 1, LAYERS_NAME_MAX)))
+                return;
+        for (size_t i = 0; i < n; i++)
+                layers_name(&images[i].st, s->keep[i]);
+        s->n_keep = n;
+        s->ns = fcntl(ns, F_DUPFD_CLOEXEC, 3);
+        /* Signals stay the caller's.  Without a thread, layers_keep() drops what is left. */
+        if (s->ns >= 0 && sigfillset(&all) == 0 && pthread_sigmask(SIG_BLOCK, &all, &saved) == 0) {
+                s->started = pthread_create(&s->thread, NULL, sweep_work, s) == 0;
+                (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        }
+        if (!s->started)
+                layers_sweep_finish(s);
+}
+
+void layers_sweep_finish(LayersSweep *s) {
+        if (s->started) {
+                (void) pthread_join(s->thread, NULL);
+                safe_close(s->ns);
+        } else if (s->keep && s->ns >= 0)
+                safe_close(s->ns); /* duplicated, no thread started */
+        free(s->keep);
+        *s = (LayersSweep) {};
+}
+
+/* In the namespace: the mounts of images at their names, and nothing else under l/ once the
+ * sweep (if one was started) ended. */
+static int keep_here(Image *const *images, size_t n, LayersSweep *sweep) {
         _cleanup_closedir_ DIR *d = NULL;
         _cleanup_free_ char (*kept)[LAYERS_NAME_MAX] = NULL;
         size_t n_kept = 0;
@@ -429,6 +499,8 @@ static int keep_here(Image *const *images, size_t n) {
         }
 
         /* Every other kept mount goes: its image left the trees, or was mounted anew. */
+        if (sweep)
+                layers_sweep_finish(sweep);
         d = opendir(LAYERS_DIR);
         if (!d)
                 return negative_errno();
@@ -508,14 +580,15 @@ static int pin(int journal_fd, const char *root, int ns, uint64_t generation) {
         return 0;
 }
 
-int layers_keep(int journal_fd, const char *root, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n) {
+int layers_keep(int journal_fd, const char *root, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n,
+                LayersSweep *sweep) {
         MountNsVisit v;
         int r;
 
         r = ns_enter(ns, &v);
         if (r < 0)
                 goto fail;
-        r = keep_here(images, n);
+        r = keep_here(images, n, sweep);
         if (mount_ns_visit_end(&v) < 0)
                 abort(); /* in the kept layers' namespace: nothing may go on from here */
         if (r < 0)

@@ -38,14 +38,35 @@ int layers_open(int journal_fd, uint64_t generation, int *ret_ns);
 int layers_fetch(int ns, const ImageList *records, const ImageList *found, ImageList *ret);
 void layers_fetched_free(ImageList *l);
 
+/* The kept mounts that no image of the new trees has (its file was replaced, or it left the
+ * trees) go on a thread of their own once the swap made the new trees live: the end of the last
+ * mount of an image is its file system's end (for erofs a backing device unregistered, an RCU
+ * grace period: 0.5 ms for one image here), which the transition need not wait for.  The
+ * thread enters the namespace (ns, duplicated; only if it is one the staging worker made, as
+ * ns_enter() checks) and detaches every mount under l/ whose name is none of the images';
+ * layers_keep() waits for it (layers_sweep_finish()) before it drops what is left, so that a
+ * sweep that could not run leaves nothing behind.  layers_sweep_finish() is a no-op when none
+ * was started. */
+typedef struct LayersSweep {
+        int ns;
+        char (*keep)[LAYERS_NAME_MAX];
+        size_t n_keep;
+        bool started;
+        pthread_t thread;
+} LayersSweep;
+void layers_sweep_start(LayersSweep *s, int ns, const Image *images, size_t n);
+void layers_sweep_finish(LayersSweep *s);
+
 /* Keeps the mounts of images (each eligible, mounted without attributes, root_fd the root of
  * its detached mount or of a clone fetched above, or a clone let go: kept_dev), the trees of
  * generation, in ns and drops
  * every other kept mount.  A mount kept already for that file is left as it is.  fresh: ns is
  * a new, empty namespace (the staging worker's, staging.h), pinned here and recorded.  On
  * failure nothing is kept: the namespace is dropped.  (A process that could not return from
- * the namespace aborts: nothing may go on in it.)  root: the root's path, for messages. */
-int layers_keep(int journal_fd, const char *root, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n);
+ * the namespace aborts: nothing may go on in it.)  root: the root's path, for messages.
+ * sweep: NULL, or the one started for these trees, waited for before the rest is dropped. */
+int layers_keep(int journal_fd, const char *root, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n,
+                LayersSweep *sweep);
 
 /* The clones of kept mounts are anonymous mount namespaces of their own, each dissolved when
  * its last fd goes, and each such dissolution waits for an RCU grace period: closing 50 took

@@ -622,6 +622,71 @@ static void test_journal(void) {
         }
 }
 
+/* The parse made before the lock (journal_cache_prefetch()): used by the load under the lock
+ * only while state.json has the bytes it was made from; nothing is written or created, a file
+ * that is not state.json's kind (invalid, a symbolic link, missing) leaves the cache empty. */
+static void test_prefetch(void) {
+        char tmpl[] = "/tmp/sysextd-prefetch.XXXXXX";
+        char *dir = mkdtemp(tmpl);
+        _cleanup_close_ int root = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -EBADF, jfd = -EBADF, tmp = -EBADF;
+        _cleanup_journal_ Journal j = {}, a = {}, b = {}, c = {}, d = {};
+        JournalCache cache = {};
+        struct stat st;
+
+        CHECK(root >= 0);
+        /* No journal directory: none is made. */
+        journal_cache_prefetch(root, &cache);
+        CHECK(!cache.valid && fstatat(root, "run", &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
+
+        CHECK(journal_dir_open(root, true, &jfd) == 0);
+        /* A directory without state.json. */
+        journal_cache_prefetch(root, &cache);
+        CHECK(!cache.valid);
+
+        j.generation = 41;
+        add_image(&j.images, "app", "1", true, 5);
+        add_image(&j.images, "tool", "2", true, 6);
+        CHECK(journal_save(jfd, &j) == 0);
+        journal_cache_prefetch(root, &cache);
+        CHECK(cache.valid && cache.journal.generation == 41 && cache.journal.images.n == 2);
+        /* The same bytes under the lock: the prefetched journal, as loaded. */
+        CHECK(journal_load_cached(jfd, &cache, &a, NULL) == 0 && a.generation == 41 && a.images.n == 2);
+        CHECK(cache.valid && cache.journal.generation == 41);
+
+        /* Saved again between the prefetch and the lock (another transition): the new file. */
+        journal_cache_prefetch(root, &cache);
+        j.generation = 42;
+        add_image(&j.images, "third", "3", true, 7);
+        CHECK(journal_save(jfd, &j) == 0);
+        CHECK(journal_load_cached(jfd, &cache, &b, NULL) == 0 && b.generation == 42 && b.images.n == 3);
+
+        /* Changed in place to bytes that do not parse: the prefetch has nothing; the load
+         * under the lock moves it aside and starts afresh, as without a prefetch. */
+        CHECK(write_file_atomic_at(jfd, JOURNAL_STATE, "{\"version\":2,\"generation\":", 0644) == 0);
+        journal_cache_prefetch(root, &cache);
+        CHECK(!cache.valid);
+        CHECK(faccessat(jfd, JOURNAL_STATE, F_OK, AT_SYMLINK_NOFOLLOW) == 0); /* not moved by the prefetch */
+        CHECK(journal_load_cached(jfd, &cache, &c, NULL) == 1 && c.generation == 0);
+        CHECK(faccessat(jfd, JOURNAL_STATE ".corrupt", F_OK, AT_SYMLINK_NOFOLLOW) == 0);
+
+        /* A symbolic link at state.json (to a valid journal) is not followed. */
+        CHECK(journal_save(jfd, &j) == 0);
+        CHECK(renameat(jfd, JOURNAL_STATE, jfd, "elsewhere.json") == 0);
+        CHECK(symlinkat("elsewhere.json", jfd, JOURNAL_STATE) == 0);
+        journal_cache_prefetch(root, &cache);
+        CHECK(!cache.valid);
+        CHECK(unlinkat(jfd, JOURNAL_STATE, 0) == 0);
+
+        /* A prefetch followed by the same file: the load copies, the cache stays for the next. */
+        CHECK(renameat(jfd, "elsewhere.json", jfd, JOURNAL_STATE) == 0);
+        journal_cache_prefetch(root, &cache);
+        CHECK(journal_load_cached(jfd, &cache, &d, NULL) == 0 && d.generation == 42 && d.images.n == 3 && cache.valid);
+        journal_cache_done(&cache);
+
+        tmp = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        CHECK(dir && tmp >= 0 && rm_rf_at(tmp, dir + strlen("/tmp/")) == 0);
+}
+
 int main(void) {
         test_discover_select();
         test_pins();
@@ -629,5 +694,6 @@ int main(void) {
         test_pins_other_class();
         test_find_push();
         test_journal();
+        test_prefetch();
         return tap_finish();
 }
