@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,3 +204,42 @@ int pidfd_get_pid(int fd, pid_t *ret) {
         *ret = (pid_t) pid;
         return 0;
 }
+
+static void *release_work(void *userdata) {
+        FdRelease *rel = userdata;
+
+        for (size_t i = 0; i < rel->n; i++)
+                rel->fds[i] = safe_close(rel->fds[i]);
+        return NULL;
+}
+
+void fd_release_start(FdRelease *rel, const int *fds, size_t n) {
+        sigset_t all, saved;
+
+        fd_release_finish(rel);
+        for (size_t i = 0; i < n; i++) {
+                if (fds[i] < 0)
+                        continue;
+                if (rel->n >= ELEMENTSOF(rel->fds)) {
+                        safe_close(fds[i]);
+                        continue;
+                }
+                rel->fds[rel->n++] = fds[i];
+        }
+        if (rel->n == 0)
+                return;
+        /* Signals stay the caller's. */
+        if (sigfillset(&all) == 0 && pthread_sigmask(SIG_BLOCK, &all, &saved) == 0) {
+                rel->started = pthread_create(&rel->thread, NULL, release_work, rel) == 0;
+                (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        }
+        if (!rel->started)
+                (void) release_work(rel);
+}
+
+void fd_release_finish(FdRelease *rel) {
+        if (rel->started)
+                (void) pthread_join(rel->thread, NULL);
+        *rel = (FdRelease) {};
+}
+

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
-
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -45,3 +45,18 @@ char *path_of_fd(int fd);
  * (Pid: 0).  While the process lives, its PID is not reused: a caller that checks again after
  * using the PID knows it still meant that process. */
 int pidfd_get_pid(int fd, pid_t *ret);
+
+/* Closes fds on a thread of its own, for the last reference of something whose end waits (a
+ * mount tree's: its file systems' ends, RCU grace periods) that the caller need not wait for.
+ * Takes the fds (negative entries are skipped); without a thread they are closed at once.
+ * fd_release_finish() waits for the thread (a no-op when none was started): before the process
+ * forks a child that could get copies of those fds, and before the process ends. */
+typedef struct FdRelease {
+        int fds[16];
+        size_t n;
+        bool started;
+        pthread_t thread;
+} FdRelease;
+void fd_release_start(FdRelease *rel, const int *fds, size_t n);
+void fd_release_finish(FdRelease *rel);
+

@@ -168,6 +168,7 @@ Engine *engine_free(Engine *e) {
         layers_sweep_finish(&e->sweep);
         safe_close(e->layers_ns);
         layers_release_finish(&e->release);
+        fd_release_finish(&e->old_trees);
         base_open_cancel(&e->facts_pending);
         image_list_free(&e->probed);
         unit_actions_done(&e->units);
@@ -382,6 +383,7 @@ static void update_followers(Engine *e, Journal *j) {
         /* The helpers forked from here would get copies of the clones still being let go, and
          * their exits, waited for, the last close of some. */
         layers_release_finish(&e->release);
+        fd_release_finish(&e->old_trees);
         r = base_root_open(e->root_fd, e->root, &base);
         if (r < 0) {
                 log_warning("Failed to reach %s below sysextd's trees, the followed namespaces were not updated: %s", e->root,
@@ -1170,6 +1172,7 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
 
         xo.staging_pid = &worker;
         xo.release = &e->release;
+        xo.old_trees = &e->old_trees;
         if (e->keep_layers && e->layers_ns >= 0) {
                 xo.sweep = &e->sweep;
                 xo.sweep_ns = e->layers_ns;
@@ -1604,6 +1607,7 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
         layers_sweep_finish(&e->sweep);
         e->layers_ns = safe_close(e->layers_ns);
         layers_release_finish(&e->release);
+        fd_release_finish(&e->old_trees);
         engine_unlock(e);
         /* Images that ship units: the running system's service manager, once the trees are in
          * place and the lock is given back (never for another root, never with --no-reload). */

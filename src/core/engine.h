@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "delay.h"
+#include "fd-util.h"
 #include "follow.h"
 #include "image.h"
 #include "base.h"
@@ -92,6 +93,7 @@ typedef struct Engine {
         ImageList *kept; /* its mounts that probe_all() may reuse, while it runs */
         LayersRelease release; /* their clones, let go while the transition goes on */
         LayersSweep sweep;     /* the kept mounts the new trees do not have, let go likewise */
+        FdRelease old_trees;   /* the trees the swap detached, let go likewise */
 
         /* The last state.json read, kept while its file is the same (journal_load_cached()):
          * the daemon's statuses read it once per transition, and its workers, forked from it,

@@ -8,7 +8,9 @@
  *   2. begin:  a record for every new tree (its identity, taken from the detached mount),
  *              then state.json with the pending record: old and new tree per hierarchy
  *              (nothing visible changed; a failure: the new records go, nothing else)
- *   3. swap:   swap.c, all hierarchies or none
+ *   3. swap:   swap.c, all hierarchies or none; the old trees it detached end on a thread
+ *              (their last fds, ExecuteOptions.old_trees), and in process the kept mounts the
+ *              new trees do not have go on another (layers.h, layers_sweep_start())
  *   4. commit: state.json with what is live now and the new generation; the records (and
  *              work directories) of the trees that went are removed
  * A delayed transition (o->delay_usec) writes the delay into the pending record of step 2, so a
@@ -491,6 +493,7 @@ int execute_transition(const TransitionContext *ctx, EngineVerb verb, Journal *j
                        bool *ret_changed) {
         Work work[HIERARCHIES_MAX] = {};
         SwapTarget targets[HIERARCHIES_MAX];
+        int old_fds[HIERARCHIES_MAX];
         size_t n_work = 0;
         uint64_t generation = j->generation + 1;
         _cleanup_free_ char *msg = NULL;
@@ -522,6 +525,8 @@ int execute_transition(const TransitionContext *ctx, EngineVerb verb, Journal *j
 
         /* 3. Swap. */
         fill_targets(ctx, work, n_work, states, targets);
+        for (size_t k = 0; k < n_work; k++)
+                old_fds[k] = -EBADF;
         swap_r = swap_all(targets, n_work,
                           &(SwapOptions) {
                                   .mount_beneath = kernel_has_mount_beneath(),
@@ -529,8 +534,16 @@ int execute_transition(const TransitionContext *ctx, EngineVerb verb, Journal *j
                                   .delay = journal_delayed(j),
                                   .seal_wait_usec = SWAP_SEAL_WAIT_USEC,
                                   .ret_sealed_usec = &sealed_usec,
+                                  .ret_old_fds = old_fds,
                           },
                           &msg);
+        /* The old trees end (their layers let go, the file systems only they held ended)
+         * beside the commit. */
+        if (o->old_trees)
+                fd_release_start(o->old_trees, old_fds, n_work);
+        else
+                for (size_t k = 0; k < n_work; k++)
+                        safe_close(old_fds[k]);
         if (swap_r >= 0 && sealed_usec > 0)
                 log_info("Handed the writable trees over: writes to them failed (read-only) for %" PRIu64 ".%03" PRIu64 " ms.",
                          sealed_usec / 1000, sealed_usec % 1000);

@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 
+#include "fd-util.h"
 #include "image.h"
 #include "inspect.h"
 #include "journal.h"
@@ -37,6 +38,8 @@ typedef struct ExecuteOptions {
          * new trees live. */
         LayersSweep *sweep;
         int sweep_ns;
+        /* NULL, or where the old trees the swap detached are let go (fd_release_start()). */
+        FdRelease *old_trees;
 } ExecuteOptions;
 
 /* Under the engine's lock, with ctx lent by it: a failure is logged and kept in ctx->result. */

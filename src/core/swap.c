@@ -10,7 +10,8 @@
  *               the new tree on top (move_mount), its planned top checked the same way
  *   2. seal:    every old top that is writable (mutable modes) made read-only, below
  *   3. detach:  every old top, lazily, through a pinned fd, its identity checked immediately
- *               before umount2()
+ *               before umount2(); the pinned fd, the old tree's last reference where no other
+ *               namespace has a copy, goes to the caller who asks (SwapOptions.ret_old_fds)
  * A failure in 0, 1 or 2 takes back what 1 and 2 did, so every hierarchy shows its old tree: a tree
  * attached on top is detached again (it was visible for that moment); a tree placed beneath
  * was never visible and is taken back beneath the old top (below).  Step 3 is the commit:
@@ -182,7 +183,7 @@ static char *describe_top(int fd) {
         return s;
 }
 
-int tree_detach(int root_fd, const char *rel, const char *path, const Tree *t, char **ret_message) {
+int tree_detach_pinned(int root_fd, const char *rel, const char *path, const Tree *t, int *ret_fd, char **ret_message) {
         _cleanup_free_ char *why = NULL, *what = NULL;
         _cleanup_close_ int fd = -EBADF;
         int r;
@@ -203,7 +204,13 @@ int tree_detach(int root_fd, const char *rel, const char *path, const Tree *t, c
         }
         if (umount2(FORMAT_PROC_FD_PATH(fd), MNT_DETACH) < 0)
                 return swap_explain(negative_errno(), path, "detach the old tree from", ret_message);
+        if (ret_fd)
+                *ret_fd = TAKE_FD(fd);
         return 0;
+}
+
+int tree_detach(int root_fd, const char *rel, const char *path, const Tree *t, char **ret_message) {
+        return tree_detach_pinned(root_fd, rel, path, t, NULL, ret_message);
 }
 
 int tree_seal_fd(int fd, bool ro) {
@@ -987,7 +994,7 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
 
                 if (!t->old)
                         continue;
-                k = tree_detach(t->root_fd, t->rel, t->path, t->old, &msg);
+                k = tree_detach_pinned(t->root_fd, t->rel, t->path, t->old, o->ret_old_fds ? &o->ret_old_fds[i] : NULL, &msg);
                 if (k < 0 && k != -EBUSY && t->sealed) {
                         /* Still the live top: writable again. */
                         swap_unseal_all(t, 1);

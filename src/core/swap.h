@@ -59,6 +59,11 @@ typedef struct SwapOptions {
         uint64_t seal_wait_usec; /* how long a seal waits for files open for writing to close */
         uint64_t *ret_sealed_usec; /* if set: how long the first sealed tree was read-only
                                     * before the last old top was detached (0: none sealed) */
+        /* If set (n entries, -EBADF each to begin with): the pinned fd of each old top that
+         * step 3 detached, its last reference where no other namespace has a copy: its close is
+         * the old tree's end (every layer's clone let go, file systems that no other mount
+         * holds ended), the caller's to make where it does not wait for it. */
+        int *ret_old_fds;
 } SwapOptions;
 
 #define SWAP_SEAL_WAIT_USEC (2ULL * 1000000ULL)
@@ -84,6 +89,8 @@ int swap_all(SwapTarget *targets, size_t n, const SwapOptions *o, char **ret_mes
 /* Lazily detaches the top of a hierarchy if it is the tree t, checked on a pinned fd
  * immediately before umount2().  -EBUSY with *ret_message when the top is something else. */
 int tree_detach(int root_fd, const char *rel, const char *path, const Tree *t, char **ret_message);
+/* The same, the pinned fd of the tree detached handed over in *ret_fd (see ret_old_fds). */
+int tree_detach_pinned(int root_fd, const char *rel, const char *path, const Tree *t, int *ret_fd, char **ret_message);
 
 /* Turns a kernel error of a mount operation into words for people. */
 int swap_explain(int r, const char *path, const char *what, char **ret_message);

@@ -102,9 +102,42 @@ static void test_cpu_nudge(void) {
         CHECK(waitpid(child, &status, 0) == child);
 }
 
+/* fd_release_start(): every fd given is closed by fd_release_finish(), on the thread or at once
+ * beyond the capacity; negative entries are skipped; a second start waits for the first. */
+static void test_fd_release(void) {
+        FdRelease rel = {};
+        int fds[20], p[2];
+        bool all_closed = true;
+
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                fds[i] = -EBADF;
+        for (size_t i = 0; i < ELEMENTSOF(fds); i += 2) {
+                CHECK(pipe2(p, O_CLOEXEC) == 0);
+                fds[i] = p[0];
+                fds[i + 1] = p[1];
+        }
+        /* A negative entry among them; its fd is closed here. */
+        safe_close(fds[3]);
+        fds[3] = -EBADF;
+        fd_release_start(&rel, fds, ELEMENTSOF(fds));
+        CHECK(rel.n <= ELEMENTSOF(rel.fds));
+        fd_release_finish(&rel);
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                if (fds[i] >= 0 && fcntl(fds[i], F_GETFD) >= 0)
+                        all_closed = false;
+        CHECK(all_closed);
+        CHECK(!rel.started && rel.n == 0);
+        /* Nothing to close: no thread. */
+        fd_release_start(&rel, (int[]) { -EBADF, -EBADF }, 2);
+        CHECK(!rel.started);
+        fd_release_finish(&rel);
+        fd_release_finish(&rel);
+}
+
 /* openat_walk() is what runs where seccomp refuses openat2(): it must never be less strict
  * than RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS. */
 int main(void) {
+        test_fd_release();
         char tmpl[] = "/tmp/sysextd-unit.XXXXXX";
         char *dir = mkdtemp(tmpl);
         _cleanup_close_ int dfd = -EBADF;
