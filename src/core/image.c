@@ -942,21 +942,30 @@ int image_discover_ex(int root_fd, const char *root_prefix, char *const *search_
                         const char *dname = listing.names[k], *invalid, *entry = dname;
                         bool seen = false, raw, want_dir = false;
                         Image *img;
+                        int opened; /* 0: st is the entry's (fd may be closed), else why not */
 
                         if (dname[0] == '.' || is_sidecar(dname))
                                 continue;
-                        /* What the entry is once resolved inside the root: a symlink to an
-                         * image elsewhere in the root is that image, one pointing out of it
-                         * ends inside it too (RESOLVE_IN_ROOT). */
                         rel = path_join(*sd, dname);
                         if (!rel)
                                 return -ENOMEM;
-                        fd = openat_resolve(root_fd, rel, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
-                        if (fd >= 0 && fstat(fd, &st) < 0)
-                                fd = safe_close(fd);
-
                         raw = endswith(dname, ".raw");
-                        if (fd >= 0 && S_ISDIR(st.st_mode) && endswith(dname, ".v")) {
+                        /* A NAME.raw that is a file, not a symlink: its status from the search
+                         * directory (resolved inside the root already), one call; nothing
+                         * below wants an fd of a file.  Anything else is resolved inside the
+                         * root: a symlink to an image elsewhere in the root is that image, one
+                         * pointing out of it ends inside it too (RESOLVE_IN_ROOT). */
+                        if (raw && fstatat(dirfd(d), dname, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISREG(st.st_mode))
+                                opened = 0;
+                        else {
+                                st = (struct stat) {};
+                                fd = openat_resolve(root_fd, rel, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+                                if (fd >= 0 && fstat(fd, &st) < 0)
+                                        fd = safe_close(fd);
+                                opened = fd >= 0 ? 0 : fd;
+                        }
+
+                        if (opened >= 0 && S_ISDIR(st.st_mode) && endswith(dname, ".v")) {
                                 r = versioned_name(dname, klass, &name, &suffix, &want_dir);
                                 if (r < 0)
                                         return r;
@@ -971,15 +980,16 @@ int image_discover_ex(int root_fd, const char *root_prefix, char *const *search_
                                         return r;
                                 if (r <= 0)
                                         continue; /* no entry for this machine */
+                                opened = fd >= 0 ? 0 : fd;
                                 entry_path = path_join(dname, picked);
                                 if (!entry_path)
                                         return -ENOMEM;
                                 entry = entry_path;
-                        } else if (fd >= 0 && S_ISDIR(st.st_mode))
+                        } else if (opened >= 0 && S_ISDIR(st.st_mode))
                                 name = dir_name(dname, klass);
                         else if (raw)
                                 name = raw_name(dname, klass);
-                        else if (fd < 0 && is_symlink_at(dirfd(d), dname))
+                        else if (opened < 0 && is_symlink_at(dirfd(d), dname))
                                 /* A symlink that leads nowhere inside the root: it may have
                                  * meant a directory image; say why it is not one. */
                                 name = strdup(dname);
@@ -1007,12 +1017,12 @@ int image_discover_ex(int root_fd, const char *root_prefix, char *const *search_
                                 refuse(img, IMAGE_REFUSED, "%s", invalid);
                         else if (problem)
                                 refuse(img, IMAGE_REFUSED, "%s", problem);
-                        else if (fd == -ENOENT) {
+                        else if (opened == -ENOENT) {
                                 r = refuse_dangling(img, dirfd(d), entry);
                                 if (r < 0)
                                         return r;
-                        } else if (fd < 0)
-                                refuse(img, IMAGE_REFUSED, "cannot open %s: %s", entry, strerror(-fd));
+                        } else if (opened < 0)
+                                refuse(img, IMAGE_REFUSED, "cannot open %s: %s", entry, strerror(-opened));
                         else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
                                 refuse(img, IMAGE_REFUSED, "%s is %s, not an image file or directory", entry,
                                        inode_type_name(st.st_mode));
