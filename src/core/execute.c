@@ -9,8 +9,9 @@
  *              then state.json with the pending record: old and new tree per hierarchy
  *              (nothing visible changed; a failure: the new records go, nothing else)
  *   3. swap:   swap.c, all hierarchies or none; the old trees it detached end on a thread
- *              (their last fds, ExecuteOptions.old_trees), and in process the kept mounts the
- *              new trees do not have go on another (layers.h, layers_sweep_start())
+ *              (their last fds, ExecuteOptions.old_trees).  (In process, the kept mounts that
+ *              the new trees do not have are detached on another while 1 builds them: layers.h,
+ *              layers_sweep_start().)
  *   4. commit: state.json with what is live now and the new generation; the records (and
  *              work directories) of the trees that went are removed
  * A delayed transition (o->delay_usec) writes the delay into the pending record of step 2, so a
@@ -223,6 +224,10 @@ static int stage(const TransitionContext *ctx, Work *work, size_t n_work, Hierar
         if (staging_fd < 0)
                 return transition_fail(ctx, ENGINE_ERROR_FAILED, staging_fd, "Failed to open %s/%s/staging: %m", ctx->root, JOURNAL_DIR);
 
+        /* The kept mounts the new trees do not have go while the worker builds them (layers.h):
+         * the trees still live hold their own references, which end with them after the swap. */
+        if (o->sweep)
+                layers_sweep_start(o->sweep, o->sweep_ns, images->images, images->n);
         r = staging_build(staging_fd, images->images, images->n, reqs, n_reqs, o->layers_ns, o->staging_pid, &msg);
         if (r < 0)
                 return transition_fail(ctx, r == -ENOENT || r == -ENOTDIR || r == -EBUSY ? ENGINE_ERROR_FAILED : ENGINE_ERROR_KERNEL_REFUSED,
@@ -558,9 +563,6 @@ int execute_transition(const TransitionContext *ctx, EngineVerb verb, Journal *j
                 goto finish;
         if (changed)
                 j->generation = generation;
-        /* The kept mounts the new trees do not have go beside the commit (layers.h). */
-        if (changed && swap_r >= 0 && verb != ENGINE_UNMERGE && !journal_delayed(j) && o->sweep)
-                layers_sweep_start(o->sweep, o->sweep_ns, images->images, images->n);
         if (swap_r < 0 && verb != ENGINE_UNMERGE && !changed)
                 /* Nothing changed: the images recorded are not the live ones. */
                 image_list_free(&j->images);

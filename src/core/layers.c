@@ -52,9 +52,10 @@
  * layer of another namespace only as such a root), let go on a thread once the new trees hold
  * their layers (layers_release_start()): the end of each waits for an RCU grace period.  The
  * kept mounts that the new trees do not have are detached on a thread too, which enters the
- * namespace once the swap made the new trees live (layers_sweep_start()): for a replaced image
- * that is the end of its file system (an erofs superblock and its backing device, 0.5 ms),
- * beside the commit; layers_keep() waits for it before it drops whatever is left.
+ * namespace while the staging worker builds the new trees (layers_sweep_start()); the old trees
+ * still hold those file systems, which end with them after the swap (for a replaced image an
+ * erofs superblock and its backing device, 0.5 ms), on the thread that lets the old trees go.
+ * layers_keep() waits for the sweep before it drops whatever is left.
  *
  * Entering the namespace is setns(): this process steps in and out (mounts.h,
  * mount_ns_visit_begin()), its root and working directory put back as they were; a process

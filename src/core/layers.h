@@ -39,11 +39,13 @@ int layers_fetch(int ns, const ImageList *records, const ImageList *found, Image
 void layers_fetched_free(ImageList *l);
 
 /* The kept mounts that no image of the new trees has (its file was replaced, or it left the
- * trees) go on a thread of their own once the swap made the new trees live: the end of the last
- * mount of an image is its file system's end (for erofs a backing device unregistered, an RCU
- * grace period: 0.5 ms for one image here), which the transition need not wait for.  The
- * thread enters the namespace (ns, duplicated; only if it is one the staging worker made, as
- * ns_enter() checks) and detaches every mount under l/ whose name is none of the images';
+ * trees) go on a thread of their own while the staging worker builds the new trees: a detach
+ * waits for an RCU grace period, which the transition need not wait for.  The trees still live
+ * hold references of their own to those file systems, so their end (for erofs a backing device
+ * unregistered, another grace period: 0.5 ms for one image here) comes with the old trees' after
+ * the swap, also on a thread (execute.h, old_trees).  The thread enters the namespace (ns,
+ * duplicated; only if it is one the staging worker made, as ns_enter() checks) and detaches
+ * every mount under l/ whose name is none of the images';
  * layers_keep() waits for it (layers_sweep_finish()) before it drops what is left, so that a
  * sweep that could not run leaves nothing behind.  layers_sweep_finish() is a no-op when none
  * was started. */
