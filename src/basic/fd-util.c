@@ -215,19 +215,22 @@ static void *release_work(void *userdata) {
 
 void fd_release_start(FdRelease *rel, const int *fds, size_t n) {
         sigset_t all, saved;
+        size_t m = 0;
 
         fd_release_finish(rel);
-        for (size_t i = 0; i < n; i++) {
-                if (fds[i] < 0)
-                        continue;
-                if (rel->n >= ELEMENTSOF(rel->fds)) {
-                        safe_close(fds[i]);
-                        continue;
-                }
-                rel->fds[rel->n++] = fds[i];
-        }
-        if (rel->n == 0)
+        for (size_t i = 0; i < n; i++)
+                m += fds[i] >= 0;
+        if (m == 0)
                 return;
+        rel->fds = malloc(sizeof(int) * m);
+        if (!rel->fds) {
+                for (size_t i = 0; i < n; i++)
+                        safe_close(fds[i]);
+                return;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (fds[i] >= 0)
+                        rel->fds[rel->n++] = fds[i];
         /* Signals stay the caller's. */
         if (sigfillset(&all) == 0 && pthread_sigmask(SIG_BLOCK, &all, &saved) == 0) {
                 rel->started = pthread_create(&rel->thread, NULL, release_work, rel) == 0;
@@ -240,6 +243,6 @@ void fd_release_start(FdRelease *rel, const int *fds, size_t n) {
 void fd_release_finish(FdRelease *rel) {
         if (rel->started)
                 (void) pthread_join(rel->thread, NULL);
+        free(rel->fds);
         *rel = (FdRelease) {};
 }
-

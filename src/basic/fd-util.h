@@ -48,11 +48,12 @@ int pidfd_get_pid(int fd, pid_t *ret);
 
 /* Closes fds on a thread of its own, for the last reference of something whose end waits (a
  * mount tree's: its file systems' ends, RCU grace periods) that the caller need not wait for.
- * Takes the fds (negative entries are skipped); without a thread they are closed at once.
- * fd_release_finish() waits for the thread (a no-op when none was started): before the process
- * forks a child that could get copies of those fds, and before the process ends. */
+ * Takes the fds (negative entries are skipped); without a thread (or the memory to list them)
+ * they are closed at once.  fd_release_finish() waits for the thread (a no-op when none was
+ * started): before the process forks a child that could get copies of those fds, and before
+ * the process ends.  A second start waits for the first. */
 typedef struct FdRelease {
-        int fds[16];
+        int *fds;
         size_t n;
         bool started;
         pthread_t thread;

@@ -167,7 +167,7 @@ Engine *engine_free(Engine *e) {
         safe_close(e->facts_fd);
         layers_sweep_finish(&e->sweep);
         safe_close(e->layers_ns);
-        layers_release_finish(&e->release);
+        fd_release_finish(&e->release);
         fd_release_finish(&e->old_trees);
         base_open_cancel(&e->facts_pending);
         image_list_free(&e->probed);
@@ -382,7 +382,7 @@ static void update_followers(Engine *e, Journal *j) {
                 return; /* none: the base below our trees is not needed */
         /* The helpers forked from here would get copies of the clones still being let go, and
          * their exits, waited for, the last close of some. */
-        layers_release_finish(&e->release);
+        fd_release_finish(&e->release);
         fd_release_finish(&e->old_trees);
         r = base_root_open(e->root_fd, e->root, &base);
         if (r < 0) {
@@ -1606,7 +1606,7 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
         engine_facts_close(e);
         layers_sweep_finish(&e->sweep);
         e->layers_ns = safe_close(e->layers_ns);
-        layers_release_finish(&e->release);
+        fd_release_finish(&e->release);
         fd_release_finish(&e->old_trees);
         engine_unlock(e);
         /* Images that ship units: the running system's service manager, once the trees are in

@@ -91,7 +91,7 @@ typedef struct Engine {
         bool keep_layers;
         int layers_ns; /* that namespace, while a transition uses it */
         ImageList *kept; /* its mounts that probe_all() may reuse, while it runs */
-        LayersRelease release; /* their clones, let go while the transition goes on */
+        FdRelease release;     /* their clones, let go while the transition goes on */
         LayersSweep sweep;     /* the kept mounts the new trees do not have, let go likewise */
         FdRelease old_trees;   /* the trees the swap detached, let go likewise */
 

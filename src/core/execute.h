@@ -33,7 +33,7 @@ typedef struct ExecuteOptions {
         pid_t *staging_pid;
         /* NULL, or where the clones of kept mounts among the images go once the new trees are
          * built (layers_release_start()). */
-        LayersRelease *release;
+        FdRelease *release;
         /* NULL, or what sweeps the kept layers' namespace sweep_ns (layers.h) once a swap made
          * new trees live. */
         LayersSweep *sweep;

@@ -353,23 +353,11 @@ int layers_fetch(int ns, const ImageList *records, const ImageList *found, Image
         return 0;
 }
 
-static void *release_work(void *userdata) {
-        LayersRelease *rel = userdata;
-
-        for (size_t i = 0; i < rel->n; i++)
-                rel->fds[i] = safe_close(rel->fds[i]);
-        return NULL;
-}
-
-void layers_release_start(LayersRelease *rel, Image *images, size_t n) {
-        sigset_t all, saved;
+void layers_release_start(FdRelease *rel, Image *images, size_t n) {
+        _cleanup_free_ int *fds = NULL;
         size_t m = 0;
 
-        if (rel->started || rel->fds)
-                return;
-        for (size_t i = 0; i < n; i++)
-                m += images[i].kept_clone && images[i].root_fd >= 0;
-        if (m == 0 || !(rel->fds = calloc(m, sizeof(int))))
+        if (rel->started || rel->fds || !(fds = calloc(n ?: 1, sizeof(int))))
                 return;
         for (size_t i = 0; i < n; i++) {
                 Image *img = &images[i];
@@ -377,22 +365,9 @@ void layers_release_start(LayersRelease *rel, Image *images, size_t n) {
                 /* (Not a mount root, which it always is: kept as it is.) */
                 if (!img->kept_clone || img->root_fd < 0 || !mount_root_at(img->root_fd, "", &img->kept_dev))
                         continue;
-                rel->fds[rel->n++] = TAKE_FD(img->root_fd);
+                fds[m++] = TAKE_FD(img->root_fd);
         }
-        /* Signals stay the caller's.  Without a thread, closed here. */
-        if (sigfillset(&all) == 0 && pthread_sigmask(SIG_BLOCK, &all, &saved) == 0) {
-                rel->started = pthread_create(&rel->thread, NULL, release_work, rel) == 0;
-                (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
-        }
-        if (!rel->started)
-                (void) release_work(rel);
-}
-
-void layers_release_finish(LayersRelease *rel) {
-        if (rel->started)
-                (void) pthread_join(rel->thread, NULL);
-        free(rel->fds);
-        *rel = (LayersRelease) {};
+        fd_release_start(rel, fds, m);
 }
 
 static bool sweep_keeps(const LayersSweep *s, const char *entry) {

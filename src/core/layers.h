@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fd-util.h"
 #include "image.h"
 
 /* Kept layers (sysextd(8), KEPT LAYERS): the image mounts of the live trees, kept between runs
@@ -75,16 +76,9 @@ int layers_keep(int journal_fd, const char *root, int ns, bool fresh, uint64_t g
  * 0.35-2 ms here, one after the other.  Once the staging worker built the new trees (whose
  * overlays hold private clones of their layers), the images' clones are let go on a thread of
  * their own while the transition goes on: each image's root_fd that is such a clone is closed
- * there, its kept_dev set for layers_keep().  layers_release_finish() waits for the thread
- * (called before the transition returns; a no-op when nothing was started). */
-typedef struct LayersRelease {
-        int *fds;
-        size_t n;
-        bool started;
-        pthread_t thread;
-} LayersRelease;
-void layers_release_start(LayersRelease *rel, Image *images, size_t n);
-void layers_release_finish(LayersRelease *rel);
+ * there (fd-util.h, FdRelease), its kept_dev set for layers_keep().  fd_release_finish() waits
+ * for the thread (called before the transition returns; a no-op when nothing was started). */
+void layers_release_start(FdRelease *rel, Image *images, size_t n);
 
 /* Drops the kept layers: the pinned namespace is detached if it is ours by the recorded
  * identity, and its record removed.  Returns 1 when one was detached, 0 when there was none. */
