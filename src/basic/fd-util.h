@@ -51,7 +51,8 @@ int pidfd_get_pid(int fd, pid_t *ret);
  * Takes the fds (negative entries are skipped); without a thread (or the memory to list them)
  * they are closed at once.  fd_release_finish() waits for the thread (a no-op when none was
  * started): before the process forks a child that could get copies of those fds, and before
- * the process ends.  A second start waits for the first. */
+ * the process ends.  A second start waits for the first (layers_release_start() instead leaves
+ * a second list with its images). */
 typedef struct FdRelease {
         int *fds;
         size_t n;

@@ -4,14 +4,13 @@
  *
  *   1. stage:  a fresh work directory for every writable tree (mutable.h), then the staging
  *              worker builds every new tree off to the side  (nothing visible changed; a
- *              failure: the work directories go, nothing else to undo)
+ *              failure: the work directories go, nothing else to undo; in process, the kept
+ *              mounts of files no longer found went meanwhile, and stay gone)
  *   2. begin:  a record for every new tree (its identity, taken from the detached mount),
  *              then state.json with the pending record: old and new tree per hierarchy
  *              (nothing visible changed; a failure: the new records go, nothing else)
- *   3. swap:   swap.c, all hierarchies or none; the old trees it detached end on a thread
- *              (their last fds, ExecuteOptions.old_trees).  (In process, the kept mounts that
- *              the new trees do not have are detached on another while 1 builds them: layers.h,
- *              layers_sweep_start().)
+ *   3. swap:   swap.c, all hierarchies or none; the old trees it detached beneath end on a
+ *              thread (their pinned fds, ExecuteOptions.old_trees)
  *   4. commit: state.json with what is live now and the new generation; the records (and
  *              work directories) of the trees that went are removed
  * A delayed transition (o->delay_usec) writes the delay into the pending record of step 2, so a
@@ -224,11 +223,15 @@ static int stage(const TransitionContext *ctx, Work *work, size_t n_work, Hierar
         if (staging_fd < 0)
                 return transition_fail(ctx, ENGINE_ERROR_FAILED, staging_fd, "Failed to open %s/%s/staging: %m", ctx->root, JOURNAL_DIR);
 
-        /* The kept mounts the new trees do not have go while the worker builds them (layers.h):
-         * the trees still live hold their own references, which end with them after the swap. */
+        /* The kept mounts of files discovery no longer found (replaced or removed) go while the
+         * worker builds the new trees (layers.h): the trees still live hold their own
+         * references, which end with them after the swap.  Waited for before anything is
+         * recorded, so that what is kept after any interruption from here on is known. */
         if (o->sweep)
                 layers_sweep_start(o->sweep, o->sweep_ns, images->images, images->n);
         r = staging_build(staging_fd, images->images, images->n, reqs, n_reqs, o->layers_ns, o->staging_pid, &msg);
+        if (o->sweep)
+                layers_sweep_finish(o->sweep);
         if (r < 0)
                 return transition_fail(ctx, r == -ENOENT || r == -ENOTDIR || r == -EBUSY ? ENGINE_ERROR_FAILED : ENGINE_ERROR_KERNEL_REFUSED,
                                        r, "%s; nothing was changed.", msg ?: "Failed to build the new tree");

@@ -51,11 +51,11 @@
  * A reused mount comes as a detached clone (an anonymous namespace of its own: an overlay takes a
  * layer of another namespace only as such a root), let go on a thread once the new trees hold
  * their layers (layers_release_start()): the end of each waits for an RCU grace period.  The
- * kept mounts that the new trees do not have are detached on a thread too, which enters the
- * namespace while the staging worker builds the new trees (layers_sweep_start()); the old trees
- * still hold those file systems, which end with them after the swap (for a replaced image an
- * erofs superblock and its backing device, 0.5 ms), on the thread that lets the old trees go.
- * layers_keep() waits for the sweep before it drops whatever is left.
+ * kept mounts of files that discovery no longer found are detached on a thread too, which
+ * enters the namespace while the staging worker builds the new trees (layers_sweep_start());
+ * the old trees still hold those file systems, which end with them after the swap (for a
+ * replaced image an erofs superblock and its backing device, 0.5 ms), on the thread that lets
+ * the old trees go.
  *
  * Entering the namespace is setns(): this process steps in and out (mounts.h,
  * mount_ns_visit_begin()), its root and working directory put back as they were; a process
@@ -162,7 +162,6 @@ static int pinned_open(int holder, const Record *rec) {
         return TAKE_FD(fd);
 }
 
-/* Into the namespace, remembering the way back (v). */
 /* In a namespace: whether its root is one the staging worker made, a tmpfs of root's, mode
  * 0700. */
 static bool root_is_staging(void) {
@@ -173,6 +172,7 @@ static bool root_is_staging(void) {
                (st.st_mode & 07777) == 0700;
 }
 
+/* Into the namespace, remembering the way back (v). */
 static int ns_enter(int ns, MountNsVisit *v) {
         int r = mount_ns_visit_begin(v);
 

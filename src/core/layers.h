@@ -39,17 +39,18 @@ int layers_open(int journal_fd, uint64_t generation, int *ret_ns);
 int layers_fetch(int ns, const ImageList *records, const ImageList *found, ImageList *ret);
 void layers_fetched_free(ImageList *l);
 
-/* The kept mounts that no image of the new trees has (its file was replaced, or it left the
- * trees) go on a thread of their own while the staging worker builds the new trees: a detach
- * waits for an RCU grace period, which the transition need not wait for.  The trees still live
+/* The kept mounts of files that discovery no longer found (replaced: a new file has another
+ * name; or removed) go on a thread of their own while the staging worker builds the new trees:
+ * a detach waits for an RCU grace period, which the transition need not wait for.  (The names
+ * of all images found are spared, those layers_keep() keeps among them: the two never act on
+ * the same name; layers_keep() drops the other spared ones after the swap.)  The trees still live
  * hold references of their own to those file systems, so their end (for erofs a backing device
  * unregistered, another grace period: 0.5 ms for one image here) comes with the old trees' after
  * the swap, also on a thread (execute.h, old_trees).  The thread enters the namespace (ns,
  * duplicated; only if it is one the staging worker made, as ns_enter() checks) and detaches
  * every mount under l/ whose name is none of the images';
- * layers_keep() waits for it (layers_sweep_finish()) before it drops what is left, so that a
- * sweep that could not run leaves nothing behind.  layers_sweep_finish() is a no-op when none
- * was started. */
+ * The caller waits for it once the staging worker answered (layers_sweep_finish(), a no-op when
+ * none was started), and layers_keep() drops whatever a sweep that could not run left. */
 typedef struct LayersSweep {
         int ns;
         char (*keep)[LAYERS_NAME_MAX];

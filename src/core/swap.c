@@ -10,8 +10,9 @@
  *               the new tree on top (move_mount), its planned top checked the same way
  *   2. seal:    every old top that is writable (mutable modes) made read-only, below
  *   3. detach:  every old top, lazily, through a pinned fd, its identity checked immediately
- *               before umount2(); the pinned fd, the old tree's last reference where no other
- *               namespace has a copy, goes to the caller who asks (SwapOptions.ret_old_fds)
+ *               before umount2(); the pinned fd (the old tree's last reference, unless another
+ *               namespace keeps a copy or something on it is still open) goes to the caller
+ *               who asks (SwapOptions.ret_old_fds)
  * A failure in 0, 1 or 2 takes back what 1 and 2 did, so every hierarchy shows its old tree: a tree
  * attached on top is detached again (it was visible for that moment); a tree placed beneath
  * was never visible and is taken back beneath the old top (below).  Step 3 is the commit:

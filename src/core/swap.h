@@ -60,9 +60,10 @@ typedef struct SwapOptions {
         uint64_t *ret_sealed_usec; /* if set: how long the first sealed tree was read-only
                                     * before the last old top was detached (0: none sealed) */
         /* If set (n entries, -EBADF each to begin with): the pinned fd of each old top that
-         * step 3 detached, its last reference where no other namespace has a copy: its close is
-         * the old tree's end (every layer's clone let go, file systems that no other mount
-         * holds ended), the caller's to make where it does not wait for it. */
+         * step 3 detached (not the degraded swap's), its last reference unless another
+         * namespace keeps a copy or something on it is still open: its close is then the old
+         * tree's end (every layer's clone let go, file systems no other mount holds ended),
+         * the caller's to make where it does not wait for it. */
         int *ret_old_fds;
 } SwapOptions;
 

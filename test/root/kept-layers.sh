@@ -247,6 +247,32 @@ assert_failed "refresh under a foreign mount"
 read_kept
 assert_eq "$K" "$before" "kept mounts after a failed refresh"
 
+check "a refresh killed before its swap: the replaced image's kept mount went while the new tree was built, the others stay"
+run_sysextd refresh
+assert_ok
+read_kept
+before=$K
+old_e2=$(name_of "$EXT/e2.raw")
+mk_ext e2 erofs "e2 v3"
+replace_image "$WORK/e2.raw" "$EXT/e2.raw"
+SYSEXTD_TEST_HOOK=before-swap run_sysextd refresh
+assert_rc 137 "refresh killed before its swap"
+assert_file_content "$R/usr/share/kept/e2" "e2 v2"
+read_kept
+assert_not_contains "$(kept_names)" "$old_e2" "kept mounts after the kill"
+for f in e1 e3 sq; do
+	assert_eq "$(kept_id "$EXT/$f.raw")" "$(awk -v n="$(name_of "$EXT/$f.raw")" '$1 == n { print $2 }' <<<"$before")" \
+		"kept mount of $f after the kill"
+done
+# (The refresh that follows recovers the interrupted transition first; it mounts the images
+# anew, as it did before the kept mounts of files no longer found went during staging.)
+run_sysextd refresh
+assert_ok
+assert_file_content "$R/usr/share/kept/e2" "e2 v3"
+read_kept
+assert_not_contains "$(kept_names)" "$old_e2" "kept mounts after the refresh that followed the kill"
+[[ -n $(kept_id "$EXT/e2.raw") ]] || fail "the new e2 is not kept"
+
 check "--noexec=yes: the sysexts are mounted with it, so nothing is kept; the next plain refresh keeps them again"
 run_sysextd refresh --noexec=yes
 assert_ok

@@ -660,6 +660,27 @@ static void test_prefetch(void) {
         CHECK(journal_save(jfd, &j) == 0);
         CHECK(journal_load_cached(jfd, &cache, &b, NULL) == 0 && b.generation == 42 && b.images.n == 3);
 
+        /* Changed in place to other bytes of the same size ("42" -> "49"): read again. */
+        {
+                _cleanup_journal_ Journal e = {};
+                _cleanup_free_ char *text = NULL;
+                char *g;
+
+                journal_cache_prefetch(root, &cache);
+                CHECK(cache.valid && cache.journal.generation == 42);
+                CHECK(read_file_at(jfd, JOURNAL_STATE, 0, 1 << 20, &text, NULL, NULL) >= 0);
+                g = text ? strstr(text, "\"generation\":42") : NULL;
+                CHECK(g);
+                if (g) {
+                        _cleanup_close_ int wfd = openat(jfd, JOURNAL_STATE, O_WRONLY | O_CLOEXEC);
+
+                        g[strlen("\"generation\":42") - 1] = '9';
+                        CHECK(wfd >= 0 && pwrite(wfd, text, strlen(text), 0) == (ssize_t) strlen(text));
+                }
+                CHECK(journal_load_cached(jfd, &cache, &e, NULL) == 0 && e.generation == 49 && e.images.n == 3);
+                CHECK(journal_save(jfd, &j) == 0); /* back to 42 */
+        }
+
         /* Changed in place to bytes that do not parse: the prefetch has nothing; the load
          * under the lock moves it aside and starts afresh, as without a prefetch. */
         CHECK(write_file_atomic_at(jfd, JOURNAL_STATE, "{\"version\":2,\"generation\":", 0644) == 0);
