@@ -205,6 +205,17 @@ int pidfd_get_pid(int fd, pid_t *ret) {
         return 0;
 }
 
+bool thread_start_masked(pthread_t *ret, void *(*fn)(void *), void *arg) {
+        sigset_t all, saved;
+        bool started = false;
+
+        if (sigfillset(&all) == 0 && pthread_sigmask(SIG_BLOCK, &all, &saved) == 0) {
+                started = pthread_create(ret, NULL, fn, arg) == 0;
+                (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        }
+        return started;
+}
+
 static void *release_work(void *userdata) {
         FdRelease *rel = userdata;
 
@@ -214,7 +225,6 @@ static void *release_work(void *userdata) {
 }
 
 void fd_release_start(FdRelease *rel, const int *fds, size_t n) {
-        sigset_t all, saved;
         size_t m = 0;
 
         fd_release_finish(rel);
@@ -231,11 +241,7 @@ void fd_release_start(FdRelease *rel, const int *fds, size_t n) {
         for (size_t i = 0; i < n; i++)
                 if (fds[i] >= 0)
                         rel->fds[rel->n++] = fds[i];
-        /* Signals stay the caller's. */
-        if (sigfillset(&all) == 0 && pthread_sigmask(SIG_BLOCK, &all, &saved) == 0) {
-                rel->started = pthread_create(&rel->thread, NULL, release_work, rel) == 0;
-                (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
-        }
+        rel->started = thread_start_masked(&rel->thread, release_work, rel);
         if (!rel->started)
                 (void) release_work(rel);
 }

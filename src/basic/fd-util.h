@@ -53,6 +53,10 @@ int pidfd_get_pid(int fd, pid_t *ret);
  * started): before the process forks a child that could get copies of those fds, and before
  * the process ends.  A second start waits for the first (layers_release_start() instead leaves
  * a second list with its images). */
+/* Starts fn(arg) on a new thread with every signal blocked (signals stay the caller's);
+ * false when no thread could be made. */
+bool thread_start_masked(pthread_t *ret, void *(*fn)(void *), void *arg);
+
 typedef struct FdRelease {
         int *fds;
         size_t n;

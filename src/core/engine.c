@@ -165,7 +165,6 @@ Engine *engine_free(Engine *e) {
         safe_close(e->lock_fd);
         safe_close(e->journal_fd);
         safe_close(e->facts_fd);
-        layers_sweep_finish(&e->sweep);
         safe_close(e->layers_ns);
         fd_release_finish(&e->release);
         fd_release_finish(&e->old_trees);
@@ -784,7 +783,7 @@ static void keep_layers(Engine *e, const EngineOptions *o, EngineVerb verb, int 
                                 keep[n++] = img;
                 }
         if (n > 0)
-                (void) layers_keep(e->journal_fd, e->root, ns, ns == fresh, generation, keep, n, &e->sweep);
+                (void) layers_keep(e->journal_fd, e->root, ns, ns == fresh, generation, keep, n);
         else
                 (void) layers_drop(e->journal_fd);
 }
@@ -1160,7 +1159,7 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
                     const PlanHierarchy *views, const Plan *plan, ImageList *images, MutableSetup *mutables,
                     uint64_t delay, bool *ret_changed, int *ret_record_error) {
         static const ImageList none = {};
-        ExecuteOptions xo = { .classes = covered_classes(o), .mutables = mutables, .delay_usec = delay,
+        ExecuteOptions xo = { .classes = covered_classes(o), .mutables = mutables, .delay_usec = delay, .sweep_ns = -EBADF,
                               .generations_keep = e->config.generations, .record_error = ret_record_error };
         TransitionContext ctx = step_context(e);
         UnitActions units = {};
@@ -1173,10 +1172,8 @@ static int run_plan(Engine *e, EngineVerb verb, const EngineOptions *o, Journal 
         xo.staging_pid = &worker;
         xo.release = &e->release;
         xo.old_trees = &e->old_trees;
-        if (e->keep_layers && e->layers_ns >= 0) {
-                xo.sweep = &e->sweep;
+        if (e->keep_layers)
                 xo.sweep_ns = e->layers_ns;
-        }
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++) {
                 xo.attrs[k] = class_attrs(e, o, k);
                 xo.options[k] = e->config.classes[k].overlay_options;
@@ -1604,7 +1601,6 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
         }
         /* The base's helper first: forked under the lock, it holds it while it lives. */
         engine_facts_close(e);
-        layers_sweep_finish(&e->sweep);
         e->layers_ns = safe_close(e->layers_ns);
         fd_release_finish(&e->release);
         fd_release_finish(&e->old_trees);

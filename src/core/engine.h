@@ -92,7 +92,6 @@ typedef struct Engine {
         int layers_ns; /* that namespace, while a transition uses it */
         ImageList *kept; /* its mounts that probe_all() may reuse, while it runs */
         FdRelease release;     /* their clones, let go while the transition goes on */
-        LayersSweep sweep;     /* the kept mounts of files no longer found, let go likewise */
         FdRelease old_trees;   /* the trees the swap detached, let go likewise */
 
         /* The last state.json read, kept while its file is the same (journal_load_cached()):

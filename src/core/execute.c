@@ -170,6 +170,7 @@ static int stage(const TransitionContext *ctx, Work *work, size_t n_work, Hierar
         size_t map[HIERARCHIES_MAX], n_reqs = 0;
         _cleanup_free_ char *msg = NULL;
         _cleanup_close_ int staging_fd = -EBADF;
+        LayersSweep sweep = {};
         int r;
 
         for (size_t k = 0; k < n_work; k++) {
@@ -227,11 +228,9 @@ static int stage(const TransitionContext *ctx, Work *work, size_t n_work, Hierar
          * worker builds the new trees (layers.h): the trees still live hold their own
          * references, which end with them after the swap.  Waited for before anything is
          * recorded, so that what is kept after any interruption from here on is known. */
-        if (o->sweep)
-                layers_sweep_start(o->sweep, o->sweep_ns, images->images, images->n);
+        layers_sweep_start(&sweep, o->sweep_ns, images->images, images->n);
         r = staging_build(staging_fd, images->images, images->n, reqs, n_reqs, o->layers_ns, o->staging_pid, &msg);
-        if (o->sweep)
-                layers_sweep_finish(o->sweep);
+        layers_sweep_finish(&sweep);
         if (r < 0)
                 return transition_fail(ctx, r == -ENOENT || r == -ENOTDIR || r == -EBUSY ? ENGINE_ERROR_FAILED : ENGINE_ERROR_KERNEL_REFUSED,
                                        r, "%s; nothing was changed.", msg ?: "Failed to build the new tree");

@@ -34,9 +34,8 @@ typedef struct ExecuteOptions {
         /* NULL, or where the clones of kept mounts among the images go once the new trees are
          * built (layers_release_start()). */
         FdRelease *release;
-        /* NULL, or what sweeps the kept layers' namespace sweep_ns (layers.h) while the
-         * staging worker builds the new trees (waited for once it answered). */
-        LayersSweep *sweep;
+        /* The kept layers' namespace (layers.h) to sweep while the staging worker builds the new
+         * trees (waited for once it answered), or -EBADF. */
         int sweep_ns;
         /* NULL, or where the old trees the swap detached are let go (fd_release_start()). */
         FdRelease *old_trees;

@@ -638,6 +638,15 @@ void journal_cache_done(JournalCache *c) {
         *c = (JournalCache) {};
 }
 
+/* What the cache is known by: state.json's bytes (a change in place within the clock's tick
+ * would keep the file's times). */
+static uint64_t state_stamp(const char *text) {
+        uint64_t stamp = STAMP_INIT;
+
+        stamp_add_string(&stamp, text);
+        return stamp;
+}
+
 int journal_load_cached(int dir_fd, JournalCache *cache, Journal *ret, unsigned *ret_n_corrupt_trees) {
         _cleanup_journal_ Journal j = {};
         _cleanup_free_ char *text = NULL;
@@ -647,12 +656,8 @@ int journal_load_cached(int dir_fd, JournalCache *cache, Journal *ret, unsigned 
         int r, moved = 0;
 
         r = read_file_at(dir_fd, JOURNAL_STATE, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, JOURNAL_FILE_MAX, &text, &size, NULL);
-        if (r >= 0 && cache) {
-                /* The bytes decide, not the file's times: a change in place within the
-                 * clock's tick would keep those. */
-                stamp = UINT64_C(0xcbf29ce484222325);
-                stamp_add_string(&stamp, text);
-        }
+        if (r >= 0 && cache)
+                stamp = state_stamp(text);
         if (r >= 0 && cache && cache->valid && cache->size == size && cache->stamp == stamp)
                 r = journal_copy(&cache->journal, &j);
         else if (r >= 0) {
@@ -692,13 +697,11 @@ void journal_cache_prefetch(int root_fd, JournalCache *cache) {
         _cleanup_free_ char *text = NULL;
         Journal j = {};
         size_t size = 0;
-        uint64_t stamp = UINT64_C(0xcbf29ce484222325);
 
         journal_cache_done(cache);
         if (journal_dir_open(root_fd, false, &dir_fd) < 0 ||
             read_file_at(dir_fd, JOURNAL_STATE, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, JOURNAL_FILE_MAX, &text, &size, NULL) < 0)
                 return;
-        stamp_add_string(&stamp, text);
         if (journal_from_json(text, &j) < 0)
                 return;
         /* As journal_load_cached() keeps it: not one that carries an earlier version's history. */
@@ -706,7 +709,7 @@ void journal_cache_prefetch(int root_fd, JournalCache *cache) {
                 journal_done(&j);
                 return;
         }
-        *cache = (JournalCache) { .valid = true, .size = size, .stamp = stamp, .journal = j };
+        *cache = (JournalCache) { .valid = true, .size = size, .stamp = state_stamp(text), .journal = j };
 }
 
 int journal_load(int dir_fd, Journal *ret, unsigned *ret_n_corrupt_trees) {

@@ -402,19 +402,14 @@ static void *sweep_work(void *userdata) {
 }
 
 void layers_sweep_start(LayersSweep *s, int ns, const Image *images, size_t n) {
-        sigset_t all, saved;
-
         if (s->started || ns < 0 || !(s->keep = calloc(n ?: 1, LAYERS_NAME_MAX)))
                 return;
         for (size_t i = 0; i < n; i++)
                 layers_name(&images[i].st, s->keep[i]);
         s->n_keep = n;
         s->ns = fcntl(ns, F_DUPFD_CLOEXEC, 3);
-        /* Signals stay the caller's.  Without a thread, layers_keep() drops what is left. */
-        if (s->ns >= 0 && sigfillset(&all) == 0 && pthread_sigmask(SIG_BLOCK, &all, &saved) == 0) {
-                s->started = pthread_create(&s->thread, NULL, sweep_work, s) == 0;
-                (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
-        }
+        /* Without a thread, layers_keep() drops what is left. */
+        s->started = s->ns >= 0 && thread_start_masked(&s->thread, sweep_work, s);
         if (!s->started)
                 layers_sweep_finish(s);
 }
@@ -429,9 +424,8 @@ void layers_sweep_finish(LayersSweep *s) {
         *s = (LayersSweep) {};
 }
 
-/* In the namespace: the mounts of images at their names, and nothing else under l/ once the
- * sweep (if one was started) ended. */
-static int keep_here(Image *const *images, size_t n, LayersSweep *sweep) {
+/* In the namespace: the mounts of images at their names, and nothing else under l/. */
+static int keep_here(Image *const *images, size_t n) {
         _cleanup_closedir_ DIR *d = NULL;
         _cleanup_free_ char (*kept)[LAYERS_NAME_MAX] = NULL;
         size_t n_kept = 0;
@@ -475,8 +469,6 @@ static int keep_here(Image *const *images, size_t n, LayersSweep *sweep) {
         }
 
         /* Every other kept mount goes: its image left the trees, or was mounted anew. */
-        if (sweep)
-                layers_sweep_finish(sweep);
         d = opendir(LAYERS_DIR);
         if (!d)
                 return negative_errno();
@@ -556,15 +548,14 @@ static int pin(int journal_fd, const char *root, int ns, uint64_t generation) {
         return 0;
 }
 
-int layers_keep(int journal_fd, const char *root, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n,
-                LayersSweep *sweep) {
+int layers_keep(int journal_fd, const char *root, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n) {
         MountNsVisit v;
         int r;
 
         r = ns_enter(ns, &v);
         if (r < 0)
                 goto fail;
-        r = keep_here(images, n, sweep);
+        r = keep_here(images, n);
         if (mount_ns_visit_end(&v) < 0)
                 abort(); /* in the kept layers' namespace: nothing may go on from here */
         if (r < 0)

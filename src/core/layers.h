@@ -68,9 +68,8 @@ void layers_sweep_finish(LayersSweep *s);
  * a new, empty namespace (the staging worker's, staging.h), pinned here and recorded.  On
  * failure nothing is kept: the namespace is dropped.  (A process that could not return from
  * the namespace aborts: nothing may go on in it.)  root: the root's path, for messages.
- * sweep: NULL, or the one started for these trees, waited for before the rest is dropped. */
-int layers_keep(int journal_fd, const char *root, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n,
-                LayersSweep *sweep);
+ * (A sweep started for these trees was waited for before: layers_sweep_finish().) */
+int layers_keep(int journal_fd, const char *root, int ns, bool fresh, uint64_t generation, Image *const *images, size_t n);
 
 /* The clones of kept mounts are anonymous mount namespaces of their own, each dissolved when
  * its last fd goes, and each such dissolution waits for an RCU grace period: closing 50 took
