@@ -4,11 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
-#include <syslog.h>
-#include <systemd/sd-journal.h>
 
 #include "history.h"
+#include "journal-send.h"
 #include "log.h"
 #include "util.h"
 
@@ -93,8 +91,6 @@ int history_fields(HistoryKind k, uint64_t generation, const char *root, const I
 
 void history_log(HistoryKind k, uint64_t generation, const char *root, const ImageList *images, bool delayed) {
         _cleanup_strv_free_ char **fields = NULL;
-        _cleanup_free_ struct iovec *iov = NULL;
-        size_t n;
         int r;
 
         r = history_fields(k, generation, root, images, delayed, &fields);
@@ -102,13 +98,7 @@ void history_log(HistoryKind k, uint64_t generation, const char *root, const Ima
                 log_debug("Cannot build the journal entry of generation %" PRIu64 ": %s", generation, strerror(-r));
                 return;
         }
-        n = strv_length(fields);
-        iov = calloc(n ?: 1, sizeof(struct iovec));
-        if (!iov)
-                return;
-        for (size_t i = 0; i < n; i++)
-                iov[i] = (struct iovec) { .iov_base = fields[i], .iov_len = strlen(fields[i]) };
-        r = sd_journal_sendv(iov, (int) n);
+        r = journal_send_to(JOURNAL_SOCKET, (const char *const *) fields);
         if (r < 0)
                 log_debug("Cannot write the journal entry of generation %" PRIu64 ": %s", generation, strerror(-r));
 }
