@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <systemd/sd-bus.h>
 
 #include "bus-api.h"
 #include "client.h"
+#include "dlopen-systemd.h"
 #include "fd-util.h"
 #include "log.h"
 #include "json-util.h"
@@ -793,9 +793,12 @@ static int run_verb(sd_bus *bus, const char *verb, char *const *pids, const Clie
 int client_run(const char *verb, const char *root, char *const *pids, const ClientCommit *c, const EngineOptions *o,
                const OutputOptions *out) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
-        _cleanup_free_ char *wanted = NULL;
+        _cleanup_free_ char *wanted = NULL, *why = NULL;
         int r;
 
+        r = dlopen_libsystemd(&why);
+        if (r < 0)
+                return log_error_errno(r, "Cannot reach the daemon: %s; use --no-bus to run without it.", strna(why));
         wanted = realpath(root ?: "/", NULL);
         if (!wanted)
                 return log_error_errno(errno, "Failed to resolve %s: %m", root ?: "/");

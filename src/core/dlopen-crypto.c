@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dlopen-crypto.h"
+#include "dlopen-util.h"
 #include "util.h"
 
 #define DLSYM_DEFINE(f) typeof(f) *sym_##f = NULL
@@ -54,90 +55,46 @@ DLSYM_DEFINE(blkid_partition_get_uuid);
 DLSYM_DEFINE(blkid_partition_get_start);
 DLSYM_DEFINE(blkid_partition_get_size);
 
-typedef struct Symbol {
-        const char *name;
-        void **ptr;
-} Symbol;
-
-#define SYM(f) { #f, (void **) &sym_##f }
-
-/* Opens the first of the sonames that exists and resolves every symbol, or none: a library
- * that lacks one of them is no library of ours (and is closed again). */
-static int load(const char *const *sonames, const Symbol *symbols, size_t n, int *state, char **ret_message) {
-        void *dl = NULL;
-        const char *tried = NULL;
-
-        if (*state != 0)
-                goto done;
-        for (const char *const *s = sonames; *s && !dl; s++) {
-                dl = dlopen(*s, RTLD_NOW | RTLD_NODELETE);
-                tried = *s;
-        }
-        if (!dl) {
-                *state = -1;
-                if (ret_message && asprintf(ret_message, "%s cannot be loaded: %s", tried, strna(dlerror())) < 0)
-                        *ret_message = NULL;
-                return -EOPNOTSUPP;
-        }
-        for (size_t i = 0; i < n; i++) {
-                *symbols[i].ptr = dlsym(dl, symbols[i].name);
-                if (!*symbols[i].ptr) {
-                        if (ret_message && asprintf(ret_message, "%s has no %s", tried, symbols[i].name) < 0)
-                                *ret_message = NULL;
-                        for (size_t k = 0; k < n; k++)
-                                *symbols[k].ptr = NULL;
-                        dlclose(dl);
-                        *state = -1;
-                        return -EOPNOTSUPP;
-                }
-        }
-        *state = 1; /* kept open for the life of the process */
-done:
-        if (*state < 0 && ret_message && asprintf(ret_message, "%s cannot be loaded", sonames[0]) < 0)
-                *ret_message = NULL;
-        return *state > 0 ? 0 : -EOPNOTSUPP;
-}
-
 int dlopen_cryptsetup(char **ret_message) {
         static const char *const sonames[] = { "libcryptsetup.so.12", NULL };
-        static const Symbol symbols[] = {
-                SYM(crypt_init_data_device), SYM(crypt_set_log_callback),       SYM(crypt_load),
-                SYM(crypt_activate_by_volume_key), SYM(crypt_activate_by_signed_key), SYM(crypt_deactivate_by_name),
-                SYM(crypt_free),
+        static const DlopenSymbol symbols[] = {
+                DLOPEN_SYMBOL(crypt_init_data_device), DLOPEN_SYMBOL(crypt_set_log_callback),       DLOPEN_SYMBOL(crypt_load),
+                DLOPEN_SYMBOL(crypt_activate_by_volume_key), DLOPEN_SYMBOL(crypt_activate_by_signed_key), DLOPEN_SYMBOL(crypt_deactivate_by_name),
+                DLOPEN_SYMBOL(crypt_free),
         };
         static int state = 0;
 
-        return load(sonames, symbols, ELEMENTSOF(symbols), &state, ret_message);
+        return dlopen_load(sonames, symbols, ELEMENTSOF(symbols), &state, ret_message);
 }
 
 int dlopen_libcrypto(char **ret_message) {
         static const char *const sonames[] = { "libcrypto.so.3", "libcrypto.so.1.1", NULL };
-        static const Symbol symbols[] = {
-                SYM(EVP_DecodeBlock),    SYM(BIO_new_mem_buf),    SYM(BIO_free),        SYM(PEM_read_bio_X509),
-                SYM(X509_free),          SYM(X509_STORE_new),     SYM(X509_STORE_free), SYM(d2i_PKCS7),
-                SYM(PKCS7_free),         SYM(PKCS7_verify),       SYM(PKCS7_get0_signers), SYM(ERR_clear_error),
-                SYM(OPENSSL_sk_new_null), SYM(OPENSSL_sk_push),   SYM(OPENSSL_sk_num),  SYM(OPENSSL_sk_free),
-                SYM(OPENSSL_sk_pop_free),
+        static const DlopenSymbol symbols[] = {
+                DLOPEN_SYMBOL(EVP_DecodeBlock),    DLOPEN_SYMBOL(BIO_new_mem_buf),    DLOPEN_SYMBOL(BIO_free),        DLOPEN_SYMBOL(PEM_read_bio_X509),
+                DLOPEN_SYMBOL(X509_free),          DLOPEN_SYMBOL(X509_STORE_new),     DLOPEN_SYMBOL(X509_STORE_free), DLOPEN_SYMBOL(d2i_PKCS7),
+                DLOPEN_SYMBOL(PKCS7_free),         DLOPEN_SYMBOL(PKCS7_verify),       DLOPEN_SYMBOL(PKCS7_get0_signers), DLOPEN_SYMBOL(ERR_clear_error),
+                DLOPEN_SYMBOL(OPENSSL_sk_new_null), DLOPEN_SYMBOL(OPENSSL_sk_push),   DLOPEN_SYMBOL(OPENSSL_sk_num),  DLOPEN_SYMBOL(OPENSSL_sk_free),
+                DLOPEN_SYMBOL(OPENSSL_sk_pop_free),
         };
         static int state = 0;
 
-        return load(sonames, symbols, ELEMENTSOF(symbols), &state, ret_message);
+        return dlopen_load(sonames, symbols, ELEMENTSOF(symbols), &state, ret_message);
 }
 
 int dlopen_blkid(char **ret_message) {
         static const char *const sonames[] = { "libblkid.so.1", NULL };
-        static const Symbol symbols[] = {
-                SYM(blkid_new_probe),                 SYM(blkid_free_probe),
-                SYM(blkid_probe_set_device),          SYM(blkid_probe_enable_superblocks),
-                SYM(blkid_probe_set_superblocks_flags), SYM(blkid_probe_enable_partitions),
-                SYM(blkid_probe_set_partitions_flags), SYM(blkid_do_safeprobe),
-                SYM(blkid_do_fullprobe),              SYM(blkid_probe_lookup_value),
-                SYM(blkid_probe_get_partitions),      SYM(blkid_partlist_numof_partitions),
-                SYM(blkid_partlist_get_partition),    SYM(blkid_partition_get_type_string),
-                SYM(blkid_partition_get_uuid),        SYM(blkid_partition_get_start),
-                SYM(blkid_partition_get_size),
+        static const DlopenSymbol symbols[] = {
+                DLOPEN_SYMBOL(blkid_new_probe),                 DLOPEN_SYMBOL(blkid_free_probe),
+                DLOPEN_SYMBOL(blkid_probe_set_device),          DLOPEN_SYMBOL(blkid_probe_enable_superblocks),
+                DLOPEN_SYMBOL(blkid_probe_set_superblocks_flags), DLOPEN_SYMBOL(blkid_probe_enable_partitions),
+                DLOPEN_SYMBOL(blkid_probe_set_partitions_flags), DLOPEN_SYMBOL(blkid_do_safeprobe),
+                DLOPEN_SYMBOL(blkid_do_fullprobe),              DLOPEN_SYMBOL(blkid_probe_lookup_value),
+                DLOPEN_SYMBOL(blkid_probe_get_partitions),      DLOPEN_SYMBOL(blkid_partlist_numof_partitions),
+                DLOPEN_SYMBOL(blkid_partlist_get_partition),    DLOPEN_SYMBOL(blkid_partition_get_type_string),
+                DLOPEN_SYMBOL(blkid_partition_get_uuid),        DLOPEN_SYMBOL(blkid_partition_get_start),
+                DLOPEN_SYMBOL(blkid_partition_get_size),
         };
         static int state = 0;
 
-        return load(sonames, symbols, ELEMENTSOF(symbols), &state, ret_message);
+        return dlopen_load(sonames, symbols, ELEMENTSOF(symbols), &state, ret_message);
 }

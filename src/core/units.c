@@ -335,7 +335,14 @@ int unit_actions_plan(const ImageList *before, const ImageList *after, unsigned 
 /* ---- running it ----------------------------------------------------------------------- */
 
 int unit_manager_connect(sd_bus **ret) {
+        _cleanup_free_ char *why = NULL;
         int r;
+
+        r = dlopen_libsystemd(&why);
+        if (r < 0) {
+                log_debug("Cannot talk to the service manager: %s", strna(why));
+                return r;
+        }
 
         /* As systemd's bus_connect_system_systemd(): the manager's private socket for root,
          * which exists before the system bus does (early boot). */

@@ -3,8 +3,8 @@
 
 #include <errno.h>
 #include <stdbool.h>
-#include <systemd/sd-bus.h>
 
+#include "dlopen-systemd.h"
 #include "image.h"
 #include "unit-files.h"
 

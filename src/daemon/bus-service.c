@@ -1446,7 +1446,7 @@ static int property_get_unit_jobs(sd_bus *bus, const char *path, const char *int
         return bus_append_unit_jobs(reply, userdata);
 }
 
-static const sd_bus_vtable manager_vtable[] = {
+static sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Root", "s", property_get, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Generation", "t", property_get, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -1514,5 +1514,5 @@ static const sd_bus_vtable manager_vtable[] = {
 };
 
 int bus_service_register(Manager *m) {
-        return sd_bus_add_object_vtable(m->bus, &m->vtable_slot, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, manager_vtable, m);
+        return sd_bus_add_object_vtable(m->bus, &m->vtable_slot, SYSEXTD_BUS_PATH, SYSEXTD_BUS_INTERFACE, bus_vtable_start(manager_vtable), m);
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-#include <systemd/sd-bus.h>
 
+#include "dlopen-systemd.h"
 #include "json-util.h"
 #include "manager.h"
 

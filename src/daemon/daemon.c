@@ -46,11 +46,11 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <systemd/sd-daemon.h>
 
 #include "bus-api.h"
 #include "bus-service.h"
 #include "daemon.h"
+#include "dlopen-systemd.h"
 #include "event-util.h"
 #include "fd-util.h"
 #include "image-json.h"
@@ -1094,10 +1094,14 @@ static const ManagerOps manager_ops = {
 
 int daemon_run(const char *root, EngineConfig *config, const DaemonConfig *dconfig) {
         Manager m = { .ops = &manager_ops, .dconfig = *dconfig };
+        _cleanup_free_ char *why = NULL;
         sigset_t ss;
         int r;
 
         log_set_prefix(NULL);
+        r = dlopen_libsystemd(&why);
+        if (r < 0)
+                return log_error_errno(r, "Cannot run the daemon: %s", strna(why));
         raise_fd_limit();
 
         r = engine_new(root, config, &m.engine);

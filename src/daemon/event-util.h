@@ -2,7 +2,8 @@
 #pragma once
 
 #include <stdint.h>
-#include <systemd/sd-event.h>
+
+#include "dlopen-systemd.h"
 
 /* Arms the one-shot monotonic timer *s to call handler usec from now, made on first use and
  * moved on by later calls: the idle exit, the heap's trim, the watch's debounce. */

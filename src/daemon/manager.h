@@ -3,9 +3,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <systemd/sd-bus.h>
-#include <systemd/sd-event.h>
 
+#include "dlopen-systemd.h"
 #include "engine.h"
 #include "settings.h"
 #include "worker.h"

@@ -4,7 +4,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <systemd/sd-bus.h>
+
+#include "dlopen-systemd.h"
 
 /* Asking polkit over the system bus (org.freedesktop.PolicyKit1.Authority), for the bus
  * interface (bus-service.c) and the varlink one (varlink-service.c) alike. */

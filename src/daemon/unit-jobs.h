@@ -3,8 +3,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <systemd/sd-bus.h>
 
+#include "dlopen-systemd.h"
 #include "json-util.h"
 #include "manager.h"
 

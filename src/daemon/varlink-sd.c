@@ -14,9 +14,8 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <systemd/sd-json.h>
-#include <systemd/sd-varlink.h>
 
+#include "dlopen-systemd.h"
 #include "json-util.h"
 #include "log.h"
 #include "util.h"

@@ -14,10 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "authorize.h"
+#include "dlopen-systemd.h"
 #include "fd-util.h"
 #include "fileio.h"
 #include "json-util.h"

@@ -4,8 +4,8 @@
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <sys/types.h>
-#include <systemd/sd-event.h>
 
+#include "dlopen-systemd.h"
 #include "varlink-message.h"
 
 /* A varlink server in the daemon's sd-event loop: the listening sockets, the connections, and

@@ -131,6 +131,8 @@ int main(void) {
         _cleanup_free_ char *r = NULL;
 
         snprintf(sock_path, sizeof(sock_path), "/tmp/sysextd-test-varlink.%i", (int) getpid());
+        /* The server calls libsystemd's event loop through the pointers dlopen_libsystemd() fills. */
+        CHECK(dlopen_libsystemd(NULL) == 0);
         CHECK(sd_event_new(&event) >= 0);
         CHECK(varlink_server_new(event, interfaces, handler, NULL, &s) == 0);
         CHECK(varlink_server_listen_path(s, sock_path) == 0);
