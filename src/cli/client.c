@@ -8,6 +8,7 @@
 
 #include "bus-api.h"
 #include "client.h"
+#include "client-varlink.h"
 #include "dlopen-systemd.h"
 #include "fd-util.h"
 #include "log.h"
@@ -796,12 +797,19 @@ int client_run(const char *verb, const char *root, char *const *pids, const Clie
         _cleanup_free_ char *wanted = NULL, *why = NULL;
         int r;
 
-        r = dlopen_libsystemd(&why);
-        if (r < 0)
-                return log_error_errno(r, "Cannot reach the daemon: %s; use --no-bus to run without it.", strna(why));
         wanted = realpath(root ?: "/", NULL);
         if (!wanted)
                 return log_error_errno(errno, "Failed to resolve %s: %m", root ?: "/");
+        if (client_varlink_usable(verb, geteuid(), o)) {
+                bool answered;
+
+                r = client_varlink_transition(wanted, verb, o, out, &answered);
+                if (answered)
+                        return r;
+        }
+        r = dlopen_libsystemd(&why);
+        if (r < 0)
+                return log_error_errno(r, "Cannot reach the daemon: %s; use --no-bus to run without it.", strna(why));
         r = sd_bus_open_system(&bus);
         if (r < 0)
                 return log_error_errno(r, "Failed to connect to the system bus: %m; use --no-bus to run without the daemon.");

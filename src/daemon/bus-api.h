@@ -3,6 +3,8 @@
 
 /* The D-Bus interface, org.sysextd1(5). Shared by the daemon and its client. */
 
+#include "engine.h"
+
 #define SYSEXTD_BUS_NAME "org.sysextd1"
 #define SYSEXTD_BUS_PATH "/org/sysextd1"
 #define SYSEXTD_BUS_INTERFACE "org.sysextd1.Manager"
@@ -18,6 +20,28 @@
 #define SYSEXTD_ERROR_ACCESS_DENIED "org.sysextd1.Error.AccessDenied"
 #define SYSEXTD_ERROR_INVALID_OPTION "org.sysextd1.Error.InvalidOption"
 #define SYSEXTD_ERROR_WRONG_ROOT "org.sysextd1.Error.WrongRoot"
+
+/* The error a failure of the engine is answered with (engine.h's EngineError). */
+static inline const char *sysextd_error_name(EngineError kind) {
+        switch (kind) {
+        case ENGINE_ERROR_NO_IMAGES:
+                return SYSEXTD_ERROR_NO_IMAGES;
+        case ENGINE_ERROR_NO_SUITABLE_IMAGES:
+                return SYSEXTD_ERROR_NO_SUITABLE_IMAGES;
+        case ENGINE_ERROR_ALREADY_MERGED:
+                return SYSEXTD_ERROR_ALREADY_MERGED;
+        case ENGINE_ERROR_IMAGE_REFUSED:
+                return SYSEXTD_ERROR_IMAGE_REFUSED;
+        case ENGINE_ERROR_KERNEL_REFUSED:
+                return SYSEXTD_ERROR_KERNEL_REFUSED;
+        case ENGINE_ERROR_FOREIGN_MOUNT:
+                return SYSEXTD_ERROR_FOREIGN_MOUNT;
+        case ENGINE_ERROR_BUSY:
+                return SYSEXTD_ERROR_BUSY;
+        default:
+                return SYSEXTD_ERROR_FAILED;
+        }
+}
 
 /* The polkit actions the mutating methods are authorized with (share/polkit-1/actions): the
  * second when an option weakens the configuration (authorize.h). */

@@ -43,27 +43,6 @@ static int append_strv(sd_bus_message *m, char *const *l) {
         return r;
 }
 
-static const char *error_name(EngineError kind) {
-        switch (kind) {
-        case ENGINE_ERROR_NO_IMAGES:
-                return SYSEXTD_ERROR_NO_IMAGES;
-        case ENGINE_ERROR_NO_SUITABLE_IMAGES:
-                return SYSEXTD_ERROR_NO_SUITABLE_IMAGES;
-        case ENGINE_ERROR_ALREADY_MERGED:
-                return SYSEXTD_ERROR_ALREADY_MERGED;
-        case ENGINE_ERROR_IMAGE_REFUSED:
-                return SYSEXTD_ERROR_IMAGE_REFUSED;
-        case ENGINE_ERROR_KERNEL_REFUSED:
-                return SYSEXTD_ERROR_KERNEL_REFUSED;
-        case ENGINE_ERROR_FOREIGN_MOUNT:
-                return SYSEXTD_ERROR_FOREIGN_MOUNT;
-        case ENGINE_ERROR_BUSY:
-                return SYSEXTD_ERROR_BUSY;
-        default:
-                return SYSEXTD_ERROR_FAILED;
-        }
-}
-
 static const char *doc_string(json_object *doc, const char *key) {
         json_object *v;
         return json_object_object_get_ex(doc, key, &v) && json_object_is_type(v, json_type_string) ? json_object_get_string(v)
@@ -89,7 +68,7 @@ int bus_reply_failure(sd_bus_message *request, json_object *doc, const char *fal
 
         if (kind < 0 || kind >= _ENGINE_ERROR_MAX)
                 kind = ENGINE_ERROR_FAILED;
-        return sd_bus_reply_method_errorf(request, error_name(kind), "%s", string_safe(isempty(text) ? fallback : text, &buf));
+        return sd_bus_reply_method_errorf(request, sysextd_error_name(kind), "%s", string_safe(isempty(text) ? fallback : text, &buf));
 }
 
 int bus_reply_transition(sd_bus_message *request, json_object *doc) {

@@ -122,13 +122,14 @@ static int job_add_request(Job *j, sd_bus_message *request) {
 }
 
 /* A varlink caller waits for j too. */
-static int job_add_vrequest(Job *j, VarlinkCall *call, unsigned classes) {
+static int job_add_vrequest(Job *j, VarlinkCall *call, unsigned classes, bool manager) {
         VarlinkRequest *n = realloc(j->vrequests, sizeof(VarlinkRequest) * (j->n_vrequests + 1));
 
         if (!n)
                 return -ENOMEM;
         j->vrequests = n;
-        j->vrequests[j->n_vrequests++] = (VarlinkRequest) { .call = varlink_call_ref(call), .classes = classes };
+        j->vrequests[j->n_vrequests++] = (VarlinkRequest) { .call = varlink_call_ref(call), .classes = classes,
+                                                            .manager = manager };
         return 0;
 }
 
@@ -548,6 +549,8 @@ static void manager_exit_if_done(Manager *m) {
 static void job_answer(Job *j) {
         Manager *m = j->manager;
         json_object *doc = j->report.doc;
+        _cleanup_json_ json_object *died_doc = NULL;
+        _cleanup_free_ char *died = NULL;
         int r;
 
         j->answered = true;
@@ -581,14 +584,16 @@ static void job_answer(Job *j) {
                 }
         }
 
+        if (!doc && asprintf(&died, "The sysextd worker died before reporting (%s%s); the tree is as the journal in run/sysextd says.",
+                             WIFSIGNALED(j->status) ? "signal " : "exit status ",
+                             WIFSIGNALED(j->status) ? strsignal(WTERMSIG(j->status))
+                             : WEXITSTATUS(j->status)  ? "non-zero"
+                                                       : "0") < 0)
+                died = NULL;
         for (size_t i = 0; i < j->n_requests; i++) {
                 if (!doc)
-                        r = sd_bus_reply_method_errorf(j->requests[i], SYSEXTD_ERROR_FAILED,
-                                                       "The sysextd worker died before reporting (%s%s); the tree is as the journal in run/sysextd says.",
-                                                       WIFSIGNALED(j->status) ? "signal " : "exit status ",
-                                                       WIFSIGNALED(j->status) ? strsignal(WTERMSIG(j->status))
-                                                       : WEXITSTATUS(j->status)  ? "non-zero"
-                                                                                 : "0");
+                        r = sd_bus_reply_method_errorf(j->requests[i], SYSEXTD_ERROR_FAILED, "%s",
+                                                       died ?: "The sysextd worker died before reporting.");
                 else if (IN_SET(j->type, JOB_TRANSITION, JOB_COMMIT, JOB_CONFIRM))
                         r = bus_reply_transition(j->requests[i], doc);
                 else if (j->type == JOB_FOLLOW)
@@ -598,8 +603,16 @@ static void job_answer(Job *j) {
                 if (r < 0)
                         log_warning_errno(r, "Failed to send a reply: %m");
         }
+        /* A varlink caller hears the same: io.systemd.sysext's as an I/O error. */
+        if (!doc && j->n_vrequests > 0) {
+                died_doc = json_object_new_object();
+                if (died_doc && (json_object_object_add(died_doc, "r", json_object_new_int(-EIO)) < 0 ||
+                                 json_object_object_add(died_doc, "error", json_object_new_string(
+                                                                                   died ?: "The sysextd worker died before reporting.")) < 0))
+                        json_object_putp(&died_doc);
+        }
         for (size_t i = 0; i < j->n_vrequests; i++)
-                varlink_service_reply(m, &j->vrequests[i], j->type, doc);
+                varlink_service_reply(m, &j->vrequests[i], j->type, doc ?: died_doc);
         /* The callers hear the outcome now, not after what follows (the status read for the
          * signals, the watch built anew). */
         if (j->n_requests > 0)
@@ -760,8 +773,8 @@ static int manager_queue_job(Manager *m, Job *j) {
 }
 
 /* A transition for a bus caller (request), a varlink caller (call), or the daemon itself. */
-static int manager_queue_transition_full(Manager *m, sd_bus_message *request, VarlinkCall *call, EngineVerb verb,
-                                         const EngineOptions *o) {
+static int manager_queue_transition_full(Manager *m, sd_bus_message *request, VarlinkCall *call, bool manager,
+                                         EngineVerb verb, const EngineOptions *o) {
         Job *j;
 
         if (m->exiting) {
@@ -769,13 +782,13 @@ static int manager_queue_transition_full(Manager *m, sd_bus_message *request, Va
                         (void) sd_bus_reply_method_errorf(request, SYSEXTD_ERROR_BUSY,
                                                           "sysextd is shutting down; the request was not run.");
                 if (call)
-                        (void) varlink_call_error_errno(call, -ESHUTDOWN);
+                        varlink_service_fail(&(VarlinkRequest) { .call = call, .manager = manager }, -ESHUTDOWN);
                 return 0;
         }
         j = job_new(m, JOB_TRANSITION, request);
         if (!j)
                 return -ENOMEM;
-        if (call && job_add_vrequest(j, call, 0) < 0) {
+        if (call && job_add_vrequest(j, call, 0, manager) < 0) {
                 job_free(j);
                 return -ENOMEM;
         }
@@ -785,11 +798,12 @@ static int manager_queue_transition_full(Manager *m, sd_bus_message *request, Va
 }
 
 static int manager_queue_transition(Manager *m, sd_bus_message *request, EngineVerb verb, const EngineOptions *o) {
-        return manager_queue_transition_full(m, request, NULL, verb, o);
+        return manager_queue_transition_full(m, request, NULL, false, verb, o);
 }
 
-static int manager_queue_transition_varlink(Manager *m, VarlinkCall *call, EngineVerb verb, const EngineOptions *o) {
-        return manager_queue_transition_full(m, NULL, call, verb, o);
+static int manager_queue_transition_varlink(Manager *m, VarlinkCall *call, EngineVerb verb, const EngineOptions *o,
+                                            bool manager) {
+        return manager_queue_transition_full(m, NULL, call, manager, verb, o);
 }
 
 static int manager_queue_follow(Manager *m, sd_bus_message *request, int pidfd, pid_t pid, bool follow) {
@@ -952,12 +966,12 @@ static int manager_list_images_full(Manager *m, sd_bus_message *request, Varlink
         }
         if (m->listing)
                 /* One listing at a time; everyone who asks meanwhile gets its answer. */
-                return call ? job_add_vrequest(m->listing, call, classes) : job_add_request(m->listing, request);
+                return call ? job_add_vrequest(m->listing, call, classes, false) : job_add_request(m->listing, request);
 
         m->listing = job_new(m, JOB_LIST, request);
         if (!m->listing)
                 return -ENOMEM;
-        if (call && job_add_vrequest(m->listing, call, classes) < 0) {
+        if (call && job_add_vrequest(m->listing, call, classes, false) < 0) {
                 job_free(m->listing);
                 m->listing = NULL;
                 return -ENOMEM;

@@ -28,6 +28,7 @@ typedef struct VarlinkCall VarlinkCall;
 typedef struct VarlinkRequest {
         VarlinkCall *call;
         unsigned classes;
+        bool manager; /* org.sysextd1.Manager's call (varlink-sysext.h) */
 } VarlinkRequest;
 typedef struct LayerWatch LayerWatch;
 
@@ -57,7 +58,7 @@ typedef struct ManagerOps {
         int (*list_images)(Manager *m, sd_bus_message *request);
         /* The same for a varlink caller (varlink-service.c): the call is referenced and
          * answered when the job has run (or now, when the daemon is going). */
-        int (*queue_transition_varlink)(Manager *m, VarlinkCall *call, EngineVerb verb, const EngineOptions *o);
+        int (*queue_transition_varlink)(Manager *m, VarlinkCall *call, EngineVerb verb, const EngineOptions *o, bool manager);
         int (*list_images_varlink)(Manager *m, VarlinkCall *call, unsigned classes);
         /* Something began or ended: the idle timer is stopped, or started again. */
         void (*update_idle)(Manager *m);

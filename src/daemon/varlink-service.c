@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "authorize.h"
+#include "bus-api.h"
 #include "dlopen-systemd.h"
 #include "fd-util.h"
 #include "fileio.h"
@@ -31,11 +32,38 @@
 static const VarlinkInterface interfaces[] = {
         { SYSEXT_VARLINK_INTERFACE, sysext_varlink_description, sysext_varlink_methods, SYSEXT_VARLINK_IDL },
         { SYSUPDATE_NOTIFY_INTERFACE, sysupdate_notify_description, sysupdate_notify_methods, SYSUPDATE_NOTIFY_IDL },
+        { SYSEXTD_VARLINK_INTERFACE, sysextd_varlink_description, sysextd_varlink_methods, SYSEXTD_VARLINK_IDL },
         {},
 };
 
+/* org.sysextd1.Manager's error, as the D-Bus methods would have failed. */
+static void reply_manager_failed(VarlinkCall *call, const char *name, const char *message) {
+        _cleanup_free_ char *buf = NULL;
+        json_object *p = json_object_new_object();
+
+        if (!p || json_object_object_add(p, "name", json_object_new_string(name)) < 0 ||
+            json_object_object_add(p, "message", json_object_new_string(string_safe(message, &buf))) < 0) {
+                json_object_put(p);
+                (void) varlink_call_error_errno(call, -ENOMEM);
+                return;
+        }
+        (void) varlink_call_error(call, SYSEXTD_VARLINK_ERROR_FAILED, p);
+}
+
 void varlink_service_fail(const VarlinkRequest *req, int error) {
-        (void) varlink_call_error_errno(req->call, error);
+        _cleanup_free_ char *text = NULL;
+
+        if (!req->manager) {
+                (void) varlink_call_error_errno(req->call, error);
+                return;
+        }
+        if (error == -ESHUTDOWN) {
+                reply_manager_failed(req->call, SYSEXTD_ERROR_BUSY, "sysextd is shutting down; the request was not run.");
+                return;
+        }
+        if (asprintf(&text, "The request could not be run: %s", strerror(-error)) < 0)
+                text = NULL;
+        reply_manager_failed(req->call, SYSEXTD_ERROR_FAILED, text ?: "The request could not be run.");
 }
 
 /* The first hierarchy sysextd's tree is merged into, for AlreadyMerged. */
@@ -79,6 +107,15 @@ void varlink_service_reply(Manager *m, const VarlinkRequest *req, JobType type, 
                 reply_list(req, doc);
                 return;
         }
+        if (req->manager) {
+                if (sysextd_transition_reply(doc, &error, &p) < 0)
+                        (void) varlink_call_error_errno(req->call, -ENOMEM);
+                else if (error)
+                        (void) varlink_call_error(req->call, error, p);
+                else
+                        (void) varlink_call_reply(req->call, p, false);
+                return;
+        }
         if (doc && json_object_object_get_ex(doc, "kind", &v) && json_object_is_type(v, json_type_int) &&
             json_object_get_int(v) == ENGINE_ERROR_ALREADY_MERGED)
                 hierarchy = merged_hierarchy(m);
@@ -120,7 +157,7 @@ static void authorization_free(VarlinkAuthorization *a) {
 }
 
 static int queue(Manager *m, VarlinkCall *call, const SysextCall *c) {
-        return m->ops->queue_transition_varlink(m, call, c->verb, &c->options);
+        return m->ops->queue_transition_varlink(m, call, c->verb, &c->options, c->manager);
 }
 
 static int on_authorization(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
@@ -236,6 +273,16 @@ static int on_call(VarlinkServer *s, VarlinkCall *call, const char *method, json
                 return m->ops->list_images_varlink(m, call, c.options.classes);
         if (c.method == SYSEXT_METHOD_COMPLETED_UPDATE)
                 log_info("systemd-sysupdate reports a completed update; refreshing.");
+        if (c.manager && !streq(c.root, m->engine->root)) {
+                _cleanup_free_ char *text = NULL, *buf = NULL;
+                const char *wanted = string_safe(c.root, &buf);
+
+                if (asprintf(&text, "The sysextd daemon serves %s, not %s; use --no-bus to work on %s.", m->engine->root,
+                             wanted, wanted) < 0)
+                        return -ENOMEM;
+                reply_manager_failed(call, SYSEXTD_ERROR_WRONG_ROOT, text);
+                return 0;
+        }
         return authorize_and_queue(m, call, &c);
 }
 

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "bus-api.h"
 #include "image-class.h"
 #include "json-util.h"
 #include "util.h"
@@ -73,6 +74,53 @@ const char sysupdate_notify_description[] =
         "  resources: ?[]object\n"
         ") -> ()\n";
 
+/* sysextd's own interface (varlink-sysext.h): what `sysextd merge` and its siblings call. */
+const char sysextd_varlink_description[] =
+        "interface org.sysextd1.Manager\n"
+        "\n"
+        "type ImageClass (sysext, confext)\n"
+        "\n"
+        "type Message (level: int, text: string)\n"
+        "\n"
+        "method Merge(\n"
+        "  root: string,\n"
+        "  classes: ?[]ImageClass,\n"
+        "  force: ?bool,\n"
+        "  alwaysRefresh: ?bool,\n"
+        "  strict: ?bool,\n"
+        "  noReload: ?bool,\n"
+        "  noexec: ?bool,\n"
+        "  allowInteractiveAuthentication: ?bool\n"
+        ") -> (generation: int, changed: bool, messages: []Message)\n"
+        "\n"
+        "method Refresh(\n"
+        "  root: string,\n"
+        "  classes: ?[]ImageClass,\n"
+        "  force: ?bool,\n"
+        "  alwaysRefresh: ?bool,\n"
+        "  strict: ?bool,\n"
+        "  noReload: ?bool,\n"
+        "  noexec: ?bool,\n"
+        "  allowInteractiveAuthentication: ?bool\n"
+        ") -> (generation: int, changed: bool, messages: []Message)\n"
+        "\n"
+        "method Unmerge(\n"
+        "  root: string,\n"
+        "  classes: ?[]ImageClass,\n"
+        "  force: ?bool,\n"
+        "  alwaysRefresh: ?bool,\n"
+        "  strict: ?bool,\n"
+        "  noReload: ?bool,\n"
+        "  noexec: ?bool,\n"
+        "  allowInteractiveAuthentication: ?bool\n"
+        ") -> (generation: int, changed: bool, messages: []Message)\n"
+        "\n"
+        "error Failed (name: string, message: string)\n";
+
+const char *const sysextd_varlink_methods[] = {
+        SYSEXTD_VARLINK_INTERFACE ".Merge", SYSEXTD_VARLINK_INTERFACE ".Refresh", SYSEXTD_VARLINK_INTERFACE ".Unmerge", NULL,
+};
+
 const char *const sysext_varlink_methods[] = {
         SYSEXT_VARLINK_INTERFACE ".Merge", SYSEXT_VARLINK_INTERFACE ".Unmerge", SYSEXT_VARLINK_INTERFACE ".Refresh",
         SYSEXT_VARLINK_INTERFACE ".List", NULL,
@@ -89,7 +137,12 @@ typedef enum Param {
         P_NOEXEC = 1u << 3,
         P_ALWAYS_REFRESH = 1u << 4,
         P_INTERACTIVE = 1u << 5,
+        P_ROOT = 1u << 6,
+        P_CLASSES = 1u << 7,
+        P_STRICT = 1u << 8,
 } Param;
+
+#define P_MANAGER (P_ROOT | P_CLASSES | P_FORCE | P_ALWAYS_REFRESH | P_STRICT | P_NO_RELOAD | P_NOEXEC | P_INTERACTIVE)
 
 static const struct {
         const char *name;
@@ -102,6 +155,9 @@ static const struct {
           P_CLASS | P_FORCE | P_NO_RELOAD | P_NOEXEC | P_ALWAYS_REFRESH | P_INTERACTIVE },
         { SYSEXT_VARLINK_INTERFACE ".List", SYSEXT_METHOD_LIST, P_CLASS },
         { SYSUPDATE_NOTIFY_INTERFACE ".OnCompletedUpdate", SYSEXT_METHOD_COMPLETED_UPDATE, 0 },
+        { SYSEXTD_VARLINK_INTERFACE ".Merge", SYSEXT_METHOD_MANAGER_MERGE, P_MANAGER },
+        { SYSEXTD_VARLINK_INTERFACE ".Refresh", SYSEXT_METHOD_MANAGER_REFRESH, P_MANAGER },
+        { SYSEXTD_VARLINK_INTERFACE ".Unmerge", SYSEXT_METHOD_MANAGER_UNMERGE, P_MANAGER },
 };
 
 static const struct {
@@ -114,7 +170,29 @@ static const struct {
         { "noexec", P_NOEXEC },
         { "alwaysRefresh", P_ALWAYS_REFRESH },
         { "allowInteractiveAuthentication", P_INTERACTIVE },
+        { "root", P_ROOT },
+        { "classes", P_CLASSES },
+        { "strict", P_STRICT },
 };
+
+/* classes: an array of distinct class names, at least one. */
+static int parse_classes(json_object *v, unsigned *ret) {
+        unsigned classes = 0;
+        size_t n;
+
+        if (!json_object_is_type(v, json_type_array) || (n = json_object_array_length(v)) == 0)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                json_object *e = json_object_array_get_idx(v, i);
+                int k = json_object_is_type(e, json_type_string) ? image_class_from_string(json_object_get_string(e)) : -1;
+
+                if (k < 0 || (classes & (1u << k)))
+                        return -EINVAL;
+                classes |= 1u << k;
+        }
+        *ret = classes;
+        return 0;
+}
 
 /* OnCompletedUpdate: what systemd-sysupdate passes is checked for its type only, and unused. */
 static int parse_completed_update(json_object *parameters, const char **ret_parameter) {
@@ -132,6 +210,75 @@ static int parse_completed_update(json_object *parameters, const char **ret_para
                         return -EINVAL;
                 }
         }
+        return 0;
+}
+
+/* org.sysextd1.Manager's transitions: the D-Bus methods' defaults (the daemon's configuration
+ * for every class the call does not name), root required. */
+static int parse_manager_call(SysextCall *c, json_object *parameters, SysextCall *ret, const char **ret_parameter) {
+        c->manager = true;
+        c->verb = c->method == SYSEXT_METHOD_MANAGER_MERGE     ? ENGINE_MERGE
+                  : c->method == SYSEXT_METHOD_MANAGER_UNMERGE ? ENGINE_UNMERGE
+                                                               : ENGINE_REFRESH;
+        json_object_object_foreach(parameters, key, v) {
+                Param p = 0;
+                bool *target = NULL;
+
+                for (size_t k = 0; k < ELEMENTSOF(params); k++)
+                        if (streq(key, params[k].name))
+                                p = params[k].param;
+                if (!(p & P_MANAGER)) {
+                        *ret_parameter = key;
+                        return -EINVAL;
+                }
+                if (p != P_ROOT && json_object_is_type(v, json_type_null))
+                        continue;
+                switch (p) {
+                case P_ROOT:
+                        if (!json_object_is_type(v, json_type_string) || json_object_get_string(v)[0] != '/') {
+                                *ret_parameter = key;
+                                return -EINVAL;
+                        }
+                        c->root = json_object_get_string(v);
+                        continue;
+                case P_CLASSES:
+                        if (parse_classes(v, &c->options.classes) < 0) {
+                                *ret_parameter = key;
+                                return -EINVAL;
+                        }
+                        continue;
+                case P_FORCE:
+                        target = &c->options.force;
+                        break;
+                case P_ALWAYS_REFRESH:
+                        target = &c->options.always_refresh;
+                        break;
+                case P_STRICT:
+                        target = &c->options.strict;
+                        break;
+                case P_NO_RELOAD:
+                        target = &c->options.no_reload;
+                        break;
+                case P_INTERACTIVE:
+                        target = &c->interactive;
+                        break;
+                default: /* P_NOEXEC: a tristate */
+                        break;
+                }
+                if (!json_object_is_type(v, json_type_boolean)) {
+                        *ret_parameter = key;
+                        return -EINVAL;
+                }
+                if (target)
+                        *target = json_object_get_boolean(v);
+                else
+                        c->options.noexec = json_object_get_boolean(v);
+        }
+        if (!c->root) {
+                *ret_parameter = "root";
+                return -EINVAL;
+        }
+        *ret = *c;
         return 0;
 }
 
@@ -161,6 +308,10 @@ int sysext_call_parse(const char *method, json_object *parameters, unsigned flag
         case SYSEXT_METHOD_UNMERGE:
                 c.verb = ENGINE_UNMERGE;
                 break;
+        case SYSEXT_METHOD_MANAGER_MERGE:
+        case SYSEXT_METHOD_MANAGER_REFRESH:
+        case SYSEXT_METHOD_MANAGER_UNMERGE:
+                return parse_manager_call(&c, parameters, ret, ret_parameter);
         case SYSEXT_METHOD_LIST:
                 if (!(flags & VARLINK_CALL_MORE))
                         return -EPROTO;
@@ -262,6 +413,73 @@ int sysext_transition_reply(json_object *doc, const char *merged_hierarchy, cons
         if (!p)
                 return -ENOMEM;
         *ret_parameters = p;
+        return 0;
+}
+
+int sysextd_transition_reply(json_object *doc, const char **ret_error, json_object **ret_parameters) {
+        _cleanup_json_ json_object *p = NULL;
+        _cleanup_free_ char *buf = NULL;
+        json_object *v, *msgs, *a;
+        int r = -EIO, kind = ENGINE_ERROR_FAILED;
+        uint64_t generation = 0;
+
+        if (doc && json_object_object_get_ex(doc, "r", &v) && json_object_is_type(v, json_type_int))
+                r = json_object_get_int(v);
+        if (doc && json_object_object_get_ex(doc, "kind", &v) && json_object_is_type(v, json_type_int))
+                kind = json_object_get_int(v);
+        if (kind < 0 || kind >= _ENGINE_ERROR_MAX)
+                kind = ENGINE_ERROR_FAILED;
+        p = json_object_new_object();
+        if (!p)
+                return -ENOMEM;
+
+        /* As the D-Bus methods: nothing (suitable) to merge is an error the client reports as
+         * no failure. */
+        if (r < 0 || IN_SET(kind, ENGINE_ERROR_NO_IMAGES, ENGINE_ERROR_NO_SUITABLE_IMAGES)) {
+                const char *text = NULL;
+
+                if (doc && json_object_object_get_ex(doc, "error", &v) && json_object_is_type(v, json_type_string))
+                        text = json_object_get_string(v);
+                if (json_object_object_add(p, "name", json_object_new_string(sysextd_error_name(kind))) < 0 ||
+                    json_object_object_add(p, "message",
+                                           json_object_new_string(string_safe(isempty(text) ? "The transition failed." : text, &buf))) < 0)
+                        return -ENOMEM;
+                *ret_error = SYSEXTD_VARLINK_ERROR_FAILED;
+                *ret_parameters = TAKE_PTR(p);
+                return 0;
+        }
+
+        (void) json_get_u64(doc, "generation", &generation);
+        a = json_object_new_array();
+        if (!a || json_object_object_add(p, "generation", json_object_new_int64((int64_t) generation)) < 0 ||
+            json_object_object_add(p, "changed",
+                                   json_object_new_boolean(json_object_object_get_ex(doc, "changed", &v) &&
+                                                           json_object_is_type(v, json_type_boolean) &&
+                                                           json_object_get_boolean(v))) < 0 ||
+            json_object_object_add(p, "messages", a) < 0) {
+                json_object_put(a);
+                return -ENOMEM;
+        }
+        msgs = json_get_array(doc, "messages");
+        for (size_t i = 0; msgs && i < json_object_array_length(msgs); i++) {
+                json_object *e = json_object_array_get_idx(msgs, i), *m;
+                _cleanup_free_ char *b = NULL;
+
+                if (!json_object_is_type(e, json_type_array) || json_object_array_length(e) != 2)
+                        continue;
+                v = json_object_array_get_idx(e, 1);
+                m = json_object_new_object();
+                if (!m || json_object_array_add(a, m) < 0) {
+                        json_object_put(m);
+                        return -ENOMEM;
+                }
+                if (json_object_object_add(m, "level", json_object_new_int(json_object_get_int(json_object_array_get_idx(e, 0)))) < 0 ||
+                    json_object_object_add(m, "text", json_object_new_string(string_safe(
+                                                                 json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "", &b))) < 0)
+                        return -ENOMEM;
+        }
+        *ret_error = NULL;
+        *ret_parameters = TAKE_PTR(p);
         return 0;
 }
 

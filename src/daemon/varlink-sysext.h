@@ -22,6 +22,19 @@
  * with org.varlink.service.InvalidParameter naming it (OnCompletedUpdate ignores what it does
  * not know, as systemd's receivers do: sysupdate may add more). */
 
+/* sysextd's own interface on the same socket, org.sysextd1.Manager: what its client calls as root
+ * (client.c) instead of the D-Bus methods, one hop and no bus between them.  The transitions with
+ * the options of the D-Bus methods that a client sends most, and the same answer:
+ *
+ *   Merge/Refresh/Unmerge(root, classes?, force?, alwaysRefresh?, strict?, noReload?, noexec?,
+ *                         allowInteractiveAuthentication?) -> (generation, changed, messages)
+ *   error Failed(name, message): name the D-Bus error's (org.sysextd1.Error.*), message its text
+ *
+ * root is required: a daemon serving another root answers Failed with WrongRoot, as on the bus.
+ * A client that needs another option (an image policy, a delay, ...) uses the bus. */
+#define SYSEXTD_VARLINK_INTERFACE "org.sysextd1.Manager"
+#define SYSEXTD_VARLINK_ERROR_FAILED "org.sysextd1.Manager.Failed"
+
 #define SYSEXT_VARLINK_INTERFACE "io.systemd.sysext"
 #define SYSUPDATE_NOTIFY_INTERFACE "io.systemd.SysUpdate.Notify"
 #define SYSEXT_ERROR_NO_IMAGES_FOUND "io.systemd.sysext.NoImagesFound"
@@ -32,6 +45,8 @@
 #define SYSUPDATE_NOTIFY_SOCKET "run/systemd/sysupdate/notify/io.systemd.sysext"
 
 extern const char sysext_varlink_description[];
+extern const char sysextd_varlink_description[];
+extern const char *const sysextd_varlink_methods[];
 extern const char sysupdate_notify_description[];
 extern const char *const sysext_varlink_methods[];
 extern const char *const sysupdate_notify_methods[];
@@ -42,11 +57,14 @@ extern const char *const sysupdate_notify_methods[];
 #include <systemd/sd-varlink-idl.h>
 extern const sd_varlink_interface vl_interface_io_systemd_sysext;
 extern const sd_varlink_interface vl_interface_io_systemd_SysUpdate_Notify;
+extern const sd_varlink_interface vl_interface_org_sysextd1_Manager;
+#define SYSEXTD_VARLINK_IDL ((const void *) &vl_interface_org_sysextd1_Manager)
 #define SYSEXT_VARLINK_IDL ((const void *) &vl_interface_io_systemd_sysext)
 #define SYSUPDATE_NOTIFY_IDL ((const void *) &vl_interface_io_systemd_SysUpdate_Notify)
 #else
 #define SYSEXT_VARLINK_IDL NULL
 #define SYSUPDATE_NOTIFY_IDL NULL
+#define SYSEXTD_VARLINK_IDL NULL
 #endif
 
 typedef enum SysextMethod {
@@ -55,6 +73,9 @@ typedef enum SysextMethod {
         SYSEXT_METHOD_REFRESH,
         SYSEXT_METHOD_LIST,
         SYSEXT_METHOD_COMPLETED_UPDATE,
+        SYSEXT_METHOD_MANAGER_MERGE,
+        SYSEXT_METHOD_MANAGER_REFRESH,
+        SYSEXT_METHOD_MANAGER_UNMERGE,
         _SYSEXT_METHOD_MAX,
 } SysextMethod;
 
@@ -63,6 +84,8 @@ typedef struct SysextCall {
         EngineVerb verb;       /* the transition (OnCompletedUpdate: refresh) */
         EngineOptions options; /* List: only .classes */
         bool interactive;      /* allowInteractiveAuthentication */
+        bool manager;          /* org.sysextd1.Manager's: answered as the D-Bus methods are */
+        const char *root;      /* org.sysextd1.Manager's: the root the caller means (in the parameters) */
 } SysextCall;
 
 /* Parses a call.  Returns 0; -EOPNOTSUPP for a method neither interface has (MethodNotFound);
@@ -78,6 +101,12 @@ int sysext_call_parse(const char *method, json_object *parameters, unsigned flag
  * *ret_parameters is new.  Returns 0 or -ENOMEM. */
 int sysext_transition_reply(json_object *doc, const char *merged_hierarchy, const char **ret_error,
                             json_object **ret_parameters);
+
+/* org.sysextd1.Manager's reply to a transition from the worker's result document (NULL: the
+ * worker died): {generation, changed, messages: [{level, text}]}, or the error Failed {name,
+ * message} as the D-Bus methods fail (NoImages and NoSuitableImages too, which the client reports
+ * as no failure).  Returns 0 or -ENOMEM. */
+int sysextd_transition_reply(json_object *doc, const char **ret_error, json_object **ret_parameters);
 
 /* The List replies from a listing document: an array of systemd-sysext's image objects
  * (Class, Type, Name, Path, ReadOnly) for the images of the classes asked for (0: all), in the

@@ -218,6 +218,115 @@ static void test_transition_reply(void) {
         json_object_putp(&p);
 }
 
+/* org.sysextd1.Manager: root required and kept, classes as a set, the D-Bus options, the D-Bus
+ * defaults for what is not said (the configuration's classes), nothing of io.systemd.sysext's. */
+static void test_manager_call_parse(void) {
+        static const struct {
+                const char *params, *bad;
+        } refused[] = {
+                { "{}", "root" },
+                { "{\"root\":null}", "root" },
+                { "{\"root\":\"relative\"}", "root" },
+                { "{\"root\":7}", "root" },
+                { "{\"root\":\"/r\",\"classes\":[]}", "classes" },
+                { "{\"root\":\"/r\",\"classes\":\"sysext\"}", "classes" },
+                { "{\"root\":\"/r\",\"classes\":[\"portable\"]}", "classes" },
+                { "{\"root\":\"/r\",\"classes\":[\"sysext\",\"sysext\"]}", "classes" },
+                { "{\"root\":\"/r\",\"classes\":[1]}", "classes" },
+                { "{\"root\":\"/r\",\"force\":\"yes\"}", "force" },
+                { "{\"root\":\"/r\",\"strict\":1}", "strict" },
+                { "{\"root\":\"/r\",\"class\":\"sysext\"}", "class" },
+                { "{\"root\":\"/r\",\"delay\":5}", "delay" },
+                { "{\"root\":\"/r\",\"image-policy\":\"open\"}", "image-policy" },
+        };
+        _cleanup_json_ json_object *p = NULL;
+        const char *bad = NULL;
+        SysextCall c;
+
+        p = obj("{\"root\":\"/r\"}");
+        CHECK(sysext_call_parse("org.sysextd1.Manager.Refresh", p, 0, &c, &bad) == 0);
+        CHECK(c.manager && c.verb == ENGINE_REFRESH && c.method == SYSEXT_METHOD_MANAGER_REFRESH);
+        CHECK_STREQ(c.root, "/r");
+        CHECK(c.options.classes == 0 && !c.options.force && !c.options.strict && c.options.noexec < 0 && !c.interactive);
+        CHECK(sysext_call_parse("org.sysextd1.Manager.Merge", p, 0, &c, &bad) == 0 && c.verb == ENGINE_MERGE && c.manager);
+        CHECK(sysext_call_parse("org.sysextd1.Manager.Unmerge", p, 0, &c, &bad) == 0 && c.verb == ENGINE_UNMERGE);
+        CHECK(sysext_call_parse("org.sysextd1.Manager.List", p, VARLINK_CALL_MORE, &c, &bad) == -EOPNOTSUPP);
+        json_object_putp(&p);
+        p = obj("{}");
+        CHECK(sysext_call_parse("io.systemd.sysext.Refresh", p, 0, &c, &bad) == 0 && !c.manager);
+        json_object_putp(&p);
+
+        p = obj("{\"root\":\"/r\",\"classes\":[\"confext\",\"sysext\"],\"force\":true,\"alwaysRefresh\":true,"
+                "\"strict\":true,\"noReload\":true,\"noexec\":false,\"allowInteractiveAuthentication\":true}");
+        CHECK(sysext_call_parse("org.sysextd1.Manager.Refresh", p, 0, &c, &bad) == 0);
+        CHECK(c.options.classes == ((1u << IMAGE_CLASS_SYSEXT) | (1u << IMAGE_CLASS_CONFEXT)));
+        CHECK(c.options.force && c.options.always_refresh && c.options.strict && c.options.no_reload);
+        CHECK(c.options.noexec == 0 && c.interactive);
+        json_object_putp(&p);
+
+        p = obj("{\"root\":\"/r\",\"classes\":null,\"force\":null,\"noexec\":null}");
+        CHECK(sysext_call_parse("org.sysextd1.Manager.Merge", p, 0, &c, &bad) == 0);
+        CHECK(c.options.classes == 0 && !c.options.force && c.options.noexec < 0);
+        json_object_putp(&p);
+
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++) {
+                p = obj(refused[i].params);
+                bad = NULL;
+                CHECK(sysext_call_parse("org.sysextd1.Manager.Refresh", p, 0, &c, &bad) == -EINVAL);
+                CHECK_STREQ(bad, refused[i].bad);
+                json_object_putp(&p);
+        }
+}
+
+/* org.sysextd1.Manager's answers: what the D-Bus methods answer (kinds: transition.h's EngineError,
+ * 2 NO_IMAGES, 4 ALREADY_MERGED). */
+static void test_manager_reply(void) {
+        _cleanup_json_ json_object *ok = obj("{\"r\":1,\"kind\":0,\"generation\":7,\"changed\":true,\"messages\":"
+                                             "[[6,\"Merged extensions into '/usr'.\"],[7,\"bad\\u0001text\"],\"junk\",[3]]}"),
+                                   *nothing = obj("{\"r\":0,\"kind\":2,\"error\":\"No extensions found.\"}"), 
+                                   *merged = obj("{\"r\":-17,\"kind\":4,\"error\":\"Extensions are already merged.\"}"),
+                                   *silent = obj("{\"r\":-5}"), *unchanged = obj("{\"r\":0,\"generation\":3}");
+        json_object *p = NULL, *m;
+        const char *error = NULL;
+
+        CHECK(sysextd_transition_reply(ok, &error, &p) == 0);
+        CHECK(error == NULL);
+        CHECK(json_object_get_int64(json_object_object_get(p, "generation")) == 7);
+        CHECK(json_object_get_boolean(json_object_object_get(p, "changed")));
+        m = json_object_object_get(p, "messages");
+        CHECK(json_object_array_length(m) == 2);
+        CHECK(json_object_get_int(json_object_object_get(json_object_array_get_idx(m, 0), "level")) == 6);
+        CHECK_STREQ(json_object_get_string(json_object_object_get(json_object_array_get_idx(m, 0), "text")),
+                    "Merged extensions into '/usr'.");
+        CHECK_STREQ(json_object_get_string(json_object_object_get(json_object_array_get_idx(m, 1), "text")), "bad\\x01text");
+        json_object_putp(&p);
+
+        CHECK(sysextd_transition_reply(unchanged, &error, &p) == 0);
+        CHECK(error == NULL && !json_object_get_boolean(json_object_object_get(p, "changed")));
+        CHECK(json_object_array_length(json_object_object_get(p, "messages")) == 0);
+        json_object_putp(&p);
+
+        CHECK(sysextd_transition_reply(nothing, &error, &p) == 0);
+        CHECK_STREQ(error, SYSEXTD_VARLINK_ERROR_FAILED);
+        CHECK_STREQ(json_object_get_string(json_object_object_get(p, "name")), "org.sysextd1.Error.NoImages");
+        CHECK_STREQ(json_object_get_string(json_object_object_get(p, "message")), "No extensions found.");
+        json_object_putp(&p);
+
+        CHECK(sysextd_transition_reply(merged, &error, &p) == 0);
+        CHECK_STREQ(json_object_get_string(json_object_object_get(p, "name")), "org.sysextd1.Error.AlreadyMerged");
+        CHECK_STREQ(json_object_get_string(json_object_object_get(p, "message")), "Extensions are already merged.");
+        json_object_putp(&p);
+
+        CHECK(sysextd_transition_reply(silent, &error, &p) == 0);
+        CHECK_STREQ(json_object_get_string(json_object_object_get(p, "name")), "org.sysextd1.Error.Failed");
+        CHECK_STREQ(json_object_get_string(json_object_object_get(p, "message")), "The transition failed.");
+        json_object_putp(&p);
+
+        CHECK(sysextd_transition_reply(NULL, &error, &p) == 0);
+        CHECK_STREQ(error, SYSEXTD_VARLINK_ERROR_FAILED);
+        json_object_putp(&p);
+}
+
 static void test_list_items(void) {
         _cleanup_json_ json_object *doc = obj(
                 "{\"r\":0,\"images\":["
@@ -269,6 +378,8 @@ int main(void) {
         test_format();
         test_call_parse();
         test_transition_reply();
+        test_manager_call_parse();
+        test_manager_reply();
         test_list_items();
         return tap_finish();
 }
