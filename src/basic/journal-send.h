@@ -4,8 +4,9 @@
 /* One entry for the system journal, sent over journald's native protocol
  * (https://systemd.io/JOURNAL_NATIVE_PROTOCOL/) to its datagram socket: each field is
  * "KEY=value"; a value with a newline goes as KEY\n<le64 size><value>\n; an entry larger than a
- * datagram goes in a sealed memfd passed along instead.  This is what sd_journal_sendv() does;
- * written here so that a process writing one entry per transition does not load libsystemd and,
+ * datagram goes in a sealed memfd passed along instead.  This is what sd_journal_sendv() does
+ * (without the CODE_FILE, CODE_LINE and CODE_FUNC fields its macro adds: the entry has only the
+ * fields it is given); written here so that a process writing one entry per transition does not load libsystemd and,
  * with it, libgcrypt, liblzma, libzstd, liblz4 and libcap (half a millisecond of every start).
  *
  * The keys are sysextd's own (history.c): they are checked for the journal's rules (A-Z, 0-9,

@@ -64,10 +64,14 @@ static int connect_daemon(const char *root, int *ret) {
                 return -EPERM;
         if ((size_t) snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", FORMAT_PROC_FD_PATH(dir_fd), name) >= sizeof(sa.sun_path))
                 return -ENAMETOOLONG;
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        /* Not blocking: a daemon whose backlog is full (stuck, flooded) answers EAGAIN at once,
+         * and the bus is asked instead of waiting here without a limit. */
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return -errno;
         if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                return -errno;
+        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)
                 return -errno;
         *ret = TAKE_FD(fd);
         return 0;
@@ -127,7 +131,7 @@ static int receive(int fd, char **ret, size_t *ret_len) {
                 if (k < 0)
                         return -errno;
                 if (k == 0)
-                        return -ECONNRESET;
+                        return -ENODATA; /* closed after it read the call */
                 nul = memchr(buf + n, 0, (size_t) k);
                 n += (size_t) k;
                 if (nul) {
@@ -164,6 +168,16 @@ static json_object *call_parameters(const char *root, const EngineOptions *o) {
         return TAKE_PTR(p);
 }
 
+/* What the daemon sent to be printed (it made it safe: a backslash stays as it is), escaped
+ * only if it is not valid UTF-8 or has control characters anyway. */
+static const char *printable(const char *s, char **buf) {
+        if (!s || (utf8_is_valid(s) && !string_has_control(s)))
+                return s;
+        free(*buf);
+        *buf = string_escape(s);
+        return *buf ?: "(out of memory)";
+}
+
 static const char *string_field(json_object *o, const char *key) {
         json_object *v;
         return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
@@ -177,11 +191,11 @@ static int print_error(const char *error, json_object *parameters) {
 
         if (streq(error, SYSEXTD_VARLINK_ERROR_FAILED) && name && STR_IN_SET(name, SYSEXTD_ERROR_NO_IMAGES, SYSEXTD_ERROR_NO_SUITABLE_IMAGES)) {
                 /* Nothing (suitable) to merge is no failure, as with systemd-sysext. */
-                log_info("%s", string_safe(message ?: "No extensions found.", &b1));
+                log_info("%s", printable(message ?: "No extensions found.", &b1));
                 return 0;
         }
         if (streq(error, SYSEXTD_VARLINK_ERROR_FAILED)) {
-                log_error("%s", string_safe(message ?: "The transition failed.", &b1));
+                log_error("%s", printable(message ?: "The transition failed.", &b1));
                 return -EIO;
         }
         if (streq(error, VARLINK_ERROR_SYSTEM) && json_object_object_get_ex(parameters, "errno", &v) &&
@@ -229,14 +243,15 @@ int client_varlink_transition(const char *root, const char *verb, const EngineOp
                 return 0;
         }
         r = receive(fd, &text, &len);
-        if (r == -ECONNRESET || r == -EPIPE) {
-                /* A server that closes without an answer runs nothing (a varlink server answers
-                 * even an unknown call); a daemon that died in the middle would have left the
-                 * same, and the bus call finds it gone or started anew. */
-                log_debug("%s/%s closed without an answer: asking over the bus.", root, SYSEXT_VARLINK_SOCKET);
+        if (r == -ECONNRESET) {
+                /* Closed with the call unread (the daemon went before it read it): nothing ran. */
+                log_debug("%s/%s closed without reading the call: asking over the bus.", root, SYSEXT_VARLINK_SOCKET);
                 return 0;
         }
+        /* From here on the call may have run: never asked again over the bus. */
         *ret_answered = true;
+        if (r == -ENODATA)
+                return log_error_errno(EIO, "The sysextd daemon closed the connection without an answer; the %s may or may not have run (see 'sysextd status').", verb);
         if (r < 0)
                 return log_error_errno(r, "No answer from the sysextd daemon: %m");
         reply = json_parse_object(text);
@@ -264,7 +279,7 @@ int client_varlink_transition(const char *root, const char *verb, const EngineOp
 
                 if (t && json_object_object_get_ex(m, "level", &v) && json_object_is_type(v, json_type_int) &&
                     json_object_get_int(v) <= log_get_max_level())
-                        fprintf(stderr, "%s\n", string_safe(t, &buf));
+                        fprintf(stderr, "%s\n", printable(t, &buf));
         }
         if (out->format == OUTPUT_JSON) {
                 (void) json_get_u64(parameters, "generation", &generation);

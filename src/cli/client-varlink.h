@@ -18,7 +18,9 @@ bool client_varlink_usable(const char *verb, uid_t euid, const EngineOptions *o)
 
 /* Sends the call to the daemon serving root (canonical) and prints its answer as the bus
  * client does.  *ret_answered is false when no sysextd listens there for it (no socket, one not
- * owned by root, nobody accepting, or a server that does not know the interface): nothing was
- * run and the caller uses the bus.  Otherwise returns 0, or < 0 after saying why. */
+ * owned by root, nobody accepting or a full backlog, a server that does not know the interface,
+ * or one that went before it read the call): nothing was run and the caller uses the bus.  Once
+ * the call may have run (the server read it), it is never sent again: returns 0, or < 0 after
+ * saying why (also for a daemon that closed without answering). */
 int client_varlink_transition(const char *root, const char *verb, const EngineOptions *o, const OutputOptions *out,
                               bool *ret_answered);

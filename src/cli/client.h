@@ -6,7 +6,8 @@
 #include "engine.h"
 #include "output.h"
 
-/* The D-Bus side of the command line: the same verbs, answered by the daemon.  pids: the
+/* The D-Bus side of the command line: the same verbs, answered by the daemon (root's merge,
+ * refresh and unmerge first try the daemon's own varlink interface: client-varlink.h).  pids: the
  * arguments of follow and unfollow (checked: positive decimal numbers); commit_pid and
  * commit_unit: commit's --pid= and --unit= (neither: every namespace). */
 typedef struct ClientCommit {

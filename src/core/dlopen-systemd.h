@@ -268,7 +268,8 @@ int dlopen_libsystemd(char **ret_message);
 
 /* The header's cleanup helpers call the library's functions directly: these call the pointers. */
 static inline void dlopen_sd_bus_error_free(sd_bus_error *e) {
-        sym_sd_bus_error_free(e);
+        if (sym_sd_bus_error_free) /* else the library never set one */
+                sym_sd_bus_error_free(e);
 }
 static inline void dlopen_sd_bus_message_unrefp(sd_bus_message **m) {
         if (*m)

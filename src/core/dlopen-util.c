@@ -19,7 +19,7 @@ static int load_locked(const char *const *sonames, const DlopenSymbol *symbols, 
                 tried = *s;
         }
         if (!dl) {
-                *state = -1;
+                __atomic_store_n(state, -1, __ATOMIC_RELEASE);
                 if (ret_message && asprintf(ret_message, "%s cannot be loaded: %s", tried, strna(dlerror())) < 0)
                         *ret_message = NULL;
                 return -EOPNOTSUPP;
@@ -32,11 +32,12 @@ static int load_locked(const char *const *sonames, const DlopenSymbol *symbols, 
                         for (size_t k = 0; k < n; k++)
                                 *symbols[k].ptr = NULL;
                         dlclose(dl);
-                        *state = -1;
+                        __atomic_store_n(state, -1, __ATOMIC_RELEASE);
                         return -EOPNOTSUPP;
                 }
         }
-        *state = 1; /* kept open for the life of the process */
+        /* Kept open for the life of the process; the pointers are visible to whoever reads 1. */
+        __atomic_store_n(state, 1, __ATOMIC_RELEASE);
 done:
         if (*state < 0 && ret_message && asprintf(ret_message, "%s cannot be loaded", sonames[0]) < 0)
                 *ret_message = NULL;

@@ -10,8 +10,9 @@
  * machine's merges, refreshes, unmerges, rollbacks and delayed commits.  Fields (sysextd(8),
  * JOURNAL): SYSEXTD_VERB, SYSEXTD_GENERATION, SYSEXTD_ROOT, SYSEXTD_DELAYED (a transition that
  * waits for its commit), SYSEXTD_IMAGES (the merged images, "NAME" each, bottom to top,
- * space-separated) and one SYSEXTD_IMAGE per merged image ("NAME PATH").  Sending never fails
- * a transition. */
+ * space-separated) and one SYSEXTD_IMAGE per merged image ("NAME PATH").  Sent over journald's
+ * native protocol (journal-send.h), so that a run in process needs no libsystemd; sending never
+ * fails a transition. */
 typedef enum HistoryKind {
         HISTORY_MERGE,
         HISTORY_REFRESH,

@@ -133,7 +133,8 @@ static int job_add_vrequest(Job *j, VarlinkCall *call, unsigned classes, bool ma
         return 0;
 }
 
-/* Every varlink caller of j is answered with io.systemd.System for -error. */
+/* Every varlink caller of j is answered with io.systemd.System for -error (org.sysextd1.Manager's
+ * with Failed, as the bus's callers are). */
 static void job_fail_varlink(Job *j, int error) {
         for (size_t i = 0; i < j->n_vrequests; i++)
                 varlink_service_fail(&j->vrequests[i], error);

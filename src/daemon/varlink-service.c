@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * systemd's varlink interfaces in the daemon (varlink-service.h): io.systemd.sysext and
- * io.systemd.SysUpdate.Notify over the varlink server (varlink.h), the calls parsed and the
- * replies made by varlink-sysext.c, the jobs run by the daemon's queue (manager.h's ops), the
+ * The daemon's varlink interfaces (varlink-service.h): systemd's io.systemd.sysext and
+ * io.systemd.SysUpdate.Notify, and org.sysextd1.Manager, which root's command line calls
+ * instead of the D-Bus methods (answered as they are: WrongRoot for a call that means another
+ * root, Failed with the D-Bus error otherwise); over the varlink server (varlink.h), the calls
+ * parsed and the replies made by varlink-sysext.c, the jobs run by the daemon's queue (manager.h's ops), the
  * authorization as the bus methods have it: root goes through; anyone else is asked about
  * through polkit (polkit.c) as the process at the other end of the socket, with the same action
  * and details as the D-Bus method with the same options, interactively only when the call says
@@ -61,9 +63,10 @@ void varlink_service_fail(const VarlinkRequest *req, int error) {
                 reply_manager_failed(req->call, SYSEXTD_ERROR_BUSY, "sysextd is shutting down; the request was not run.");
                 return;
         }
-        if (asprintf(&text, "The request could not be run: %s", strerror(-error)) < 0)
+        /* As the bus says it: its only other caller is a job whose worker could not start. */
+        if (asprintf(&text, "Failed to start a worker: %s", strerror(-error)) < 0)
                 text = NULL;
-        reply_manager_failed(req->call, SYSEXTD_ERROR_FAILED, text ?: "The request could not be run.");
+        reply_manager_failed(req->call, SYSEXTD_ERROR_FAILED, text ?: "Failed to start a worker.");
 }
 
 /* The first hierarchy sysextd's tree is merged into, for AlreadyMerged. */
@@ -184,7 +187,9 @@ static int on_authorization(sd_bus_message *reply, void *userdata, sd_bus_error 
                 (void) varlink_call_error(a->call, VARLINK_ERROR_PERMISSION_DENIED, NULL);
         } else {
                 r = queue(a->manager, a->call, &a->request);
-                if (r < 0)
+                if (r < 0 && a->request.manager)
+                        reply_manager_failed(a->call, SYSEXTD_ERROR_FAILED, "Failed to queue the request: out of memory.");
+                else if (r < 0)
                         (void) varlink_call_error_errno(a->call, r);
         }
         authorization_free(a);

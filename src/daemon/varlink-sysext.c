@@ -74,7 +74,20 @@ const char sysupdate_notify_description[] =
         "  resources: ?[]object\n"
         ") -> ()\n";
 
-/* sysextd's own interface (varlink-sysext.h): what `sysextd merge` and its siblings call. */
+/* sysextd's own interface (varlink-sysext.h): what `sysextd merge` and its siblings call.  The
+ * three transitions take the same parameters and answer the same. */
+#define MANAGER_TRANSITION                                                                  \
+        "(\n"                                                                               \
+        "  root: string,\n"                                                                 \
+        "  classes: ?[]ImageClass,\n"                                                       \
+        "  force: ?bool,\n"                                                                 \
+        "  alwaysRefresh: ?bool,\n"                                                         \
+        "  strict: ?bool,\n"                                                                \
+        "  noReload: ?bool,\n"                                                              \
+        "  noexec: ?bool,\n"                                                                \
+        "  allowInteractiveAuthentication: ?bool\n"                                         \
+        ") -> (generation: int, changed: bool, messages: []Message)\n"
+
 const char sysextd_varlink_description[] =
         "interface org.sysextd1.Manager\n"
         "\n"
@@ -82,38 +95,11 @@ const char sysextd_varlink_description[] =
         "\n"
         "type Message (level: int, text: string)\n"
         "\n"
-        "method Merge(\n"
-        "  root: string,\n"
-        "  classes: ?[]ImageClass,\n"
-        "  force: ?bool,\n"
-        "  alwaysRefresh: ?bool,\n"
-        "  strict: ?bool,\n"
-        "  noReload: ?bool,\n"
-        "  noexec: ?bool,\n"
-        "  allowInteractiveAuthentication: ?bool\n"
-        ") -> (generation: int, changed: bool, messages: []Message)\n"
+        "method Merge" MANAGER_TRANSITION
         "\n"
-        "method Refresh(\n"
-        "  root: string,\n"
-        "  classes: ?[]ImageClass,\n"
-        "  force: ?bool,\n"
-        "  alwaysRefresh: ?bool,\n"
-        "  strict: ?bool,\n"
-        "  noReload: ?bool,\n"
-        "  noexec: ?bool,\n"
-        "  allowInteractiveAuthentication: ?bool\n"
-        ") -> (generation: int, changed: bool, messages: []Message)\n"
+        "method Refresh" MANAGER_TRANSITION
         "\n"
-        "method Unmerge(\n"
-        "  root: string,\n"
-        "  classes: ?[]ImageClass,\n"
-        "  force: ?bool,\n"
-        "  alwaysRefresh: ?bool,\n"
-        "  strict: ?bool,\n"
-        "  noReload: ?bool,\n"
-        "  noexec: ?bool,\n"
-        "  allowInteractiveAuthentication: ?bool\n"
-        ") -> (generation: int, changed: bool, messages: []Message)\n"
+        "method Unmerge" MANAGER_TRANSITION
         "\n"
         "error Failed (name: string, message: string)\n";
 

@@ -25,16 +25,6 @@ VL=$R/run/systemd/io.systemd.sysext
 CALL=$(dirname "$0")/varlink-call.py
 NOBUS=unix:path=$WORK/no-bus-here
 
-# field JSON-LINE PATH... — a field of a varlink reply.
-field() {
-	python3 -c '
-import json, sys
-v = json.loads(sys.argv[1])
-for k in sys.argv[2:]:
-    v = v.get(k) if isinstance(v, dict) else None
-print("" if v is None else v)
-' "$@"
-}
 # run_nobus ARGS... — the CLI as root with no system bus to reach: only the varlink path works.
 run_nobus() {
 	_capture env DBUS_SYSTEM_BUS_ADDRESS="$NOBUS" "$SYSEXTD" --root="$R" "$@"

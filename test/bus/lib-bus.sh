@@ -249,6 +249,17 @@ run_cli() {
 	_capture env DBUS_SYSTEM_BUS_ADDRESS="$BUS_ADDR" "${pre[@]}" "$SYSEXTD" --root="$R" "$@"
 }
 
+# field JSON-LINE PATH... — a field of a varlink reply ("error", "parameters" "errno", ...).
+field() {
+	python3 -c '
+import json, sys
+v = json.loads(sys.argv[1])
+for k in sys.argv[2:]:
+    v = v.get(k) if isinstance(v, dict) else None
+print("" if v is None else v)
+' "$@"
+}
+
 # run_bctl [--unpriv] ARGS... — busctl on the private bus. Sets OUT, ERR, RC.
 run_bctl() {
 	local -a pre=()

@@ -45,16 +45,6 @@ vcall() {
 	_capture "${pre[@]}" "$PYTHON" "$CLIENT" "$@"
 }
 
-# field JSON-LINE PATH... — a field of a reply ("error", "parameters" "errno", ...).
-field() {
-	python3 -c '
-import json, sys
-v = json.loads(sys.argv[1])
-for k in sys.argv[2:]:
-    v = v.get(k) if isinstance(v, dict) else None
-print("" if v is None else v)
-' "$@"
-}
 
 # expect_error SOCKET ERROR-NAME ARGS... — the call fails with that varlink error.
 expect_error() {

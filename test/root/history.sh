@@ -1,6 +1,7 @@
 #!/bin/bash
 # The update history in the journal: every transition that changes what is live sends one
-# structured entry to the system journal (sd_journal_send: /run/systemd/journal/socket),
+# structured entry to the system journal (journald's native protocol, journal-send.c:
+# /run/systemd/journal/socket),
 # with a MESSAGE_ID per kind and the generation and images as fields; a transition that
 # changes nothing sends none.  The journal here is a stand-in in this private namespace: a
 # datagram socket at that path read by a small receiver that decodes journald's native
