@@ -161,6 +161,20 @@ int varlink_call_peer(VarlinkCall *c, uid_t *ret_uid, pid_t *ret_pid, int *ret_p
         return 0;
 }
 
+static int connection_flush(Connection *c) {
+        while (c->out_len > c->out_off) {
+                ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+                if (n < 0) {
+                        if (errno == EAGAIN || errno == EINTR)
+                                return 0;
+                        return -errno;
+                }
+                c->out_off += (size_t) n;
+        }
+        c->out_len = c->out_off = 0;
+        return 0;
+}
+
 static int connection_send(Connection *c, char *msg, size_t len) {
         if (!msg)
                 return -ENOMEM;
@@ -190,6 +204,13 @@ static int connection_send(Connection *c, char *msg, size_t len) {
         memcpy(c->out + c->out_len, msg, len);
         c->out_len += len;
         free(msg);
+        /* Out now, as far as the socket takes it: the answer to a job comes when the worker's
+         * report is read, and waiting for EPOLLOUT would put it behind what the loop does next
+         * (the worker's handover and exit, the status read after it). */
+        if (connection_flush(c) < 0) {
+                connection_close(c);
+                return 0;
+        }
         return connection_update_events(c);
 }
 
@@ -467,20 +488,6 @@ static void connection_process(Connection *c) {
                 }
                 varlink_call_unref(call); /* ours */
         }
-}
-
-static int connection_flush(Connection *c) {
-        while (c->out_len > c->out_off) {
-                ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
-                if (n < 0) {
-                        if (errno == EAGAIN || errno == EINTR)
-                                return 0;
-                        return -errno;
-                }
-                c->out_off += (size_t) n;
-        }
-        c->out_len = c->out_off = 0;
-        return 0;
 }
 
 static int on_connection_io(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
