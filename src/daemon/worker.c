@@ -172,6 +172,8 @@ int worker_read(int fd, WorkerReport *rep) {
                 if (r < 0)
                         return r;
                 if (!rep->doc || (!rep->handover && streq(data, "handover"))) {
+                        bool result = !rep->doc;
+
                         if (n != 1 || !streq(data, rep->doc ? "handover" : "doc")) {
                                 for (size_t i = 0; i < n; i++)
                                         safe_close(fds[i]);
@@ -181,6 +183,10 @@ int worker_read(int fd, WorkerReport *rep) {
                         safe_close(fds[0]);
                         if (r < 0)
                                 return r;
+                        /* The result: back to the caller, who answers with it before the
+                         * handover that follows is read (the socket stays readable). */
+                        if (result)
+                                return 0;
                         continue;
                 }
                 /* Fds only after the handover's description, which says what they are. */

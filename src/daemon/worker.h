@@ -46,5 +46,6 @@ typedef struct WorkerReport {
 void worker_report_done(WorkerReport *r);
 
 /* Reads what has arrived; returns 1 once the worker closed its end (the report is complete),
- * 0 when more is to come (the result may be there already), < 0 on a protocol error. */
+ * 0 when more is to come (the result may be there already: it returns right after reading it,
+ * so that its callers can be answered before the handover is read), < 0 on a protocol error. */
 int worker_read(int fd, WorkerReport *r);
