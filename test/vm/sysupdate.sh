@@ -21,7 +21,9 @@
 #      again seeing no base and no error;
 #  (g) varlinkctl calls of every io.systemd.sysext method on sysextd-varlink.socket (in place
 #      of systemd-sysext.socket), and io.systemd.SysUpdate.Notify.OnCompletedUpdate on the
-#      notify socket, as systemd-sysupdate 258 calls it after an update.
+#      notify socket, as systemd-sysupdate 258 calls it after an update; sysextd's own
+#      org.sysextd1.Manager there, and root's sysextd refresh and unmerge through it with no
+#      bus reachable.
 # Usage (via test/vm/run): sysupdate.sh [sd-varlink|json-c]: the varlink implementation the
 # installed binary must have (the trixie build root's libsystemd 257 gives sd-varlink, Debian
 # 12's libsystemd 252 the json-c layer); without it, either.
@@ -265,6 +267,23 @@ check "OnCompletedUpdate on the notify socket, as systemd-sysupdate calls it" \
 expect "OnCompletedUpdate refreshed: v4" v4 "$(probe_in)"
 check "Unmerge through the notify socket" varlinkctl call "$NOTIFY" io.systemd.sysext.Unmerge '{}'
 expect "the base" base "$(probe_in)"
+
+# sysextd's own interface on the same socket, and root's commands through it (no bus reachable:
+# only that way works).
+vl_expect "introspect: org.sysextd1.Manager" 'error Failed' introspect "$VL" org.sysextd1.Manager
+vl_expect "org.sysextd1.Manager.Merge: generation and messages" '"messages"' \
+	call "$VL" org.sysextd1.Manager.Merge '{"root":"/","classes":["sysext"]}'
+expect "v4 after org.sysextd1.Manager.Merge" v4 "$(probe_in)"
+vl_expect "org.sysextd1.Manager for another root: WrongRoot" 'WrongRoot' \
+	call "$VL" org.sysextd1.Manager.Refresh '{"root":"/elsewhere"}'
+vl_expect "org.sysextd1.Manager without a root: InvalidParameter" 'InvalidParameter' \
+	call "$VL" org.sysextd1.Manager.Refresh '{}'
+g=$(generation)
+check "sysextd refresh --always-refresh=yes with no bus reachable" \
+	env DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent sysextd refresh --always-refresh=yes
+check "that refresh made a new generation" test "$(generation)" -gt "$g"
+check "sysextd unmerge with no bus reachable" env DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent sysextd unmerge
+expect "the base after it" base "$(probe_in)"
 
 kill "$httpd_pid" 2>/dev/null
 systemctl stop vmtest-strict.service vmtest-private.service
