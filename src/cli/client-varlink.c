@@ -178,15 +178,10 @@ static const char *printable(const char *s, char **buf) {
         return *buf ?: "(out of memory)";
 }
 
-static const char *string_field(json_object *o, const char *key) {
-        json_object *v;
-        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
 /* An error answer, said as the bus client says it. */
 static int print_error(const char *error, json_object *parameters) {
         _cleanup_free_ char *b1 = NULL, *b2 = NULL;
-        const char *name = string_field(parameters, "name"), *message = string_field(parameters, "message");
+        const char *name = json_peek_string(parameters, "name"), *message = json_peek_string(parameters, "message");
         json_object *v;
 
         if (streq(error, SYSEXTD_VARLINK_ERROR_FAILED) && name && STR_IN_SET(name, SYSEXTD_ERROR_NO_IMAGES, SYSEXTD_ERROR_NO_SUITABLE_IMAGES)) {
@@ -251,15 +246,16 @@ int client_varlink_transition(const char *root, const char *verb, const EngineOp
         /* From here on the call may have run: never asked again over the bus. */
         *ret_answered = true;
         if (r == -ENODATA)
-                return log_error_errno(EIO, "The sysextd daemon closed the connection without an answer; the %s may or may not have run (see 'sysextd status').", verb);
+                return log_error_errno(EIO, "The sysextd daemon on %s/%s closed the connection without an answer; the %s may or may not have run (see 'sysextd status').",
+                                       root, SYSEXT_VARLINK_SOCKET, verb);
         if (r < 0)
-                return log_error_errno(r, "No answer from the sysextd daemon: %m");
+                return log_error_errno(r, "No answer from the sysextd daemon on %s/%s: %m", root, SYSEXT_VARLINK_SOCKET);
         reply = json_parse_object(text);
         if (!reply || !json_object_is_type(reply, json_type_object))
-                return log_error_errno(EBADMSG, "The sysextd daemon's answer cannot be read: %m");
+                return log_error_errno(EBADMSG, "The answer of the sysextd daemon on %s/%s cannot be read: %m", root, SYSEXT_VARLINK_SOCKET);
         if (!json_object_object_get_ex(reply, "parameters", &parameters) || !json_object_is_type(parameters, json_type_object))
                 parameters = NULL;
-        error = string_field(reply, "error");
+        error = json_peek_string(reply, "error");
         if (error && STR_IN_SET(error, VARLINK_ERROR_METHOD_NOT_FOUND, VARLINK_ERROR_INTERFACE_NOT_FOUND)) {
                 /* Another server there (systemd-sysext's, an older sysextd): nothing was run. */
                 log_debug("%s/%s does not serve %s: asking over the bus.", root, SYSEXT_VARLINK_SOCKET, SYSEXTD_VARLINK_INTERFACE);
@@ -269,13 +265,13 @@ int client_varlink_transition(const char *root, const char *verb, const EngineOp
         if (error)
                 return print_error(error, parameters);
         if (!parameters)
-                return log_error_errno(EBADMSG, "The sysextd daemon's answer cannot be read: %m");
+                return log_error_errno(EBADMSG, "The answer of the sysextd daemon on %s/%s cannot be read: %m", root, SYSEXT_VARLINK_SOCKET);
 
         messages = json_get_array(parameters, "messages");
         for (size_t i = 0; messages && i < json_object_array_length(messages); i++) {
                 _cleanup_free_ char *buf = NULL;
                 json_object *m = json_object_array_get_idx(messages, i);
-                const char *t = string_field(m, "text");
+                const char *t = json_peek_string(m, "text");
 
                 if (t && json_object_object_get_ex(m, "level", &v) && json_object_is_type(v, json_type_int) &&
                     json_object_get_int(v) <= log_get_max_level())

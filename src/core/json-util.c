@@ -120,6 +120,11 @@ json_object *json_get_array(json_object *o, const char *key) {
         return get(o, key, json_type_array, &v) >= 0 ? v : NULL;
 }
 
+const char *json_peek_string(json_object *o, const char *key) {
+        json_object *v;
+        return get(o, key, json_type_string, &v) >= 0 ? json_object_get_string(v) : NULL;
+}
+
 json_object *json_get_object(json_object *o, const char *key) {
         json_object *v;
         return get(o, key, json_type_object, &v) >= 0 ? v : NULL;

@@ -26,6 +26,7 @@ int json_get_u64(json_object *o, const char *key, uint64_t *ret);
 int json_get_bool(json_object *o, const char *key, bool *ret);
 int json_get_strv(json_object *o, const char *key, size_t max_items, size_t max_len, char ***ret);
 json_object *json_get_array(json_object *o, const char *key); /* NULL unless an array */
+const char *json_peek_string(json_object *o, const char *key); /* not copied; NULL unless a string */
 json_object *json_get_object(json_object *o, const char *key);
 
 json_object *json_new_string_or_null(const char *s);

@@ -43,12 +43,6 @@ static int append_strv(sd_bus_message *m, char *const *l) {
         return r;
 }
 
-static const char *doc_string(json_object *doc, const char *key) {
-        json_object *v;
-        return json_object_object_get_ex(doc, key, &v) && json_object_is_type(v, json_type_string) ? json_object_get_string(v)
-                                                                                                : NULL;
-}
-
 static int doc_int(json_object *doc, const char *key, int fallback) {
         json_object *v;
         return json_object_object_get_ex(doc, key, &v) && json_object_is_type(v, json_type_int) ? json_object_get_int(v)
@@ -63,7 +57,7 @@ static bool doc_bool(json_object *doc, const char *key) {
 
 int bus_reply_failure(sd_bus_message *request, json_object *doc, const char *fallback) {
         _cleanup_free_ char *buf = NULL;
-        const char *text = doc_string(doc, "error");
+        const char *text = json_peek_string(doc, "error");
         int kind = doc_int(doc, "kind", ENGINE_ERROR_FAILED);
 
         if (kind < 0 || kind >= _ENGINE_ERROR_MAX)
@@ -153,23 +147,23 @@ int bus_reply_list(sd_bus_message *request, json_object *doc) {
         images = json_get_array(doc, "images");
         for (size_t i = 0; r >= 0 && images && i < json_object_array_length(images); i++) {
                 json_object *e = json_object_array_get_idx(images, i);
-                int k = image_class_from_string(doc_string(e, "class"));
+                int k = image_class_from_string(json_peek_string(e, "class"));
 
                 if (k < 0 || !(classes & (1u << k)))
                         continue;
                 r = sd_bus_message_open_container(reply, 'r', ex ? "ssssssbs" : "ssssssb");
                 if (r >= 0)
-                        r = append_string(reply, doc_string(e, "name"));
+                        r = append_string(reply, json_peek_string(e, "name"));
                 if (r >= 0)
-                        r = append_string(reply, doc_string(e, "kind"));
+                        r = append_string(reply, json_peek_string(e, "kind"));
                 if (r >= 0)
-                        r = append_string(reply, doc_string(e, "path"));
+                        r = append_string(reply, json_peek_string(e, "path"));
                 if (r >= 0)
-                        r = append_string(reply, doc_string(e, "status"));
+                        r = append_string(reply, json_peek_string(e, "status"));
                 if (r >= 0)
-                        r = append_string(reply, doc_string(e, "reason"));
+                        r = append_string(reply, json_peek_string(e, "reason"));
                 if (r >= 0)
-                        r = append_string(reply, doc_string(e, "verity"));
+                        r = append_string(reply, json_peek_string(e, "verity"));
                 if (r >= 0)
                         r = sd_bus_message_append(reply, "b", doc_bool(e, "signed"));
                 if (r >= 0 && ex)

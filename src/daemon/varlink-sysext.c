@@ -368,15 +368,27 @@ int sysext_call_parse(const char *method, json_object *parameters, unsigned flag
         return 0;
 }
 
+/* A worker's result: its return value (-EIO when there is none: the worker died) and the kind
+ * of failure (ENGINE_ERROR_FAILED when there is none or it is out of range). */
+static void doc_outcome(json_object *doc, int *ret_r, int *ret_kind) {
+        json_object *v;
+
+        *ret_r = -EIO;
+        *ret_kind = ENGINE_ERROR_FAILED;
+        if (doc && json_object_object_get_ex(doc, "r", &v) && json_object_is_type(v, json_type_int))
+                *ret_r = json_object_get_int(v);
+        if (doc && json_object_object_get_ex(doc, "kind", &v) && json_object_is_type(v, json_type_int))
+                *ret_kind = json_object_get_int(v);
+        if (*ret_kind < 0 || *ret_kind >= _ENGINE_ERROR_MAX)
+                *ret_kind = ENGINE_ERROR_FAILED;
+}
+
 int sysext_transition_reply(json_object *doc, const char *merged_hierarchy, const char **ret_error,
                             json_object **ret_parameters) {
-        json_object *v, *p;
-        int r = -EIO, kind = ENGINE_ERROR_FAILED;
+        json_object *p;
+        int r, kind;
 
-        if (doc && json_object_object_get_ex(doc, "r", &v) && json_object_is_type(v, json_type_int))
-                r = json_object_get_int(v);
-        if (doc && json_object_object_get_ex(doc, "kind", &v) && json_object_is_type(v, json_type_int))
-                kind = json_object_get_int(v);
+        doc_outcome(doc, &r, &kind);
 
         if (r >= 0) {
                 p = json_object_new_object();
@@ -406,15 +418,10 @@ int sysextd_transition_reply(json_object *doc, const char **ret_error, json_obje
         _cleanup_json_ json_object *p = NULL;
         _cleanup_free_ char *buf = NULL;
         json_object *v, *msgs, *a;
-        int r = -EIO, kind = ENGINE_ERROR_FAILED;
         uint64_t generation = 0;
+        int r, kind;
 
-        if (doc && json_object_object_get_ex(doc, "r", &v) && json_object_is_type(v, json_type_int))
-                r = json_object_get_int(v);
-        if (doc && json_object_object_get_ex(doc, "kind", &v) && json_object_is_type(v, json_type_int))
-                kind = json_object_get_int(v);
-        if (kind < 0 || kind >= _ENGINE_ERROR_MAX)
-                kind = ENGINE_ERROR_FAILED;
+        doc_outcome(doc, &r, &kind);
         p = json_object_new_object();
         if (!p)
                 return -ENOMEM;
@@ -422,10 +429,8 @@ int sysextd_transition_reply(json_object *doc, const char **ret_error, json_obje
         /* As the D-Bus methods: nothing (suitable) to merge is an error the client reports as
          * no failure. */
         if (r < 0 || IN_SET(kind, ENGINE_ERROR_NO_IMAGES, ENGINE_ERROR_NO_SUITABLE_IMAGES)) {
-                const char *text = NULL;
+                const char *text = json_peek_string(doc, "error");
 
-                if (doc && json_object_object_get_ex(doc, "error", &v) && json_object_is_type(v, json_type_string))
-                        text = json_object_get_string(v);
                 if (json_object_object_add(p, "name", json_object_new_string(sysextd_error_name(kind))) < 0 ||
                     json_object_object_add(p, "message",
                                            json_object_new_string(string_safe(isempty(text) ? "The transition failed." : text, &buf))) < 0)
