@@ -7,6 +7,7 @@
  */
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -563,6 +564,10 @@ int main(int argc, char **argv) {
         _cleanup_strv_free_ char **pids = NULL;
         int r;
 
+        /* One malloc arena for all threads (the base's helper, image probes, the release of
+         * old layers): they allocate little and seldom at once, and a thread's own arena is a
+         * heap mapped and touched for it, pages a daemon would keep resident. */
+        (void) mallopt(M_ARENA_MAX, 1);
         r = parse_args(argc, argv, &a);
         pids = a.pids;
         if (r <= 0)
@@ -575,9 +580,9 @@ int main(int argc, char **argv) {
 
                 _cleanup_close_ int root_fd = open(a.root ?: "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC), base_fd = -EBADF;
                 _cleanup_free_ char *canonical = NULL;
-                /* Its helper is reaped when this block ends: its exit tears down its copy of the
-                 * mount tree, which nothing here waits for (a daemon reaps it at once). */
-                _cleanup_(base_open_cancel) BaseOpen helper = { .sock = -EBADF, .fd = -EBADF };
+                /* Its helper (a thread) is joined when its answer is taken, or when this block
+                 * ends. */
+                _cleanup_(base_open_cancel) BaseOpen helper = BASE_OPEN_INIT;
                 _cleanup_(journal_cache_done) JournalCache journal = {};
 
                 if (root_fd < 0) {

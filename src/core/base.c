@@ -10,8 +10,8 @@
  * later image.  So these are read from the root as it is below sysextd's trees, never
  * through a merged tree.
  *
- * The base is reached as the staging worker reaches it: a helper process in a mount
- * namespace of its own (private: nothing it does propagates) takes every overlay of ours
+ * The base is reached as the staging worker reaches it: a helper (a thread, base_work()) in a
+ * mount namespace of its own (private: nothing it does propagates) takes every overlay of ours
  * (source "sysextd") off the top of each path below the root where one is mounted, then
  * clones the root's mount tree (open_tree CLONE|RECURSIVE) and hands the fd back.  Paths
  * resolve inside that detached copy, whose mounts live as long as the fd, and the helper's
@@ -25,16 +25,15 @@
  */
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <sched.h>
-#include <signal.h>
+#include <stdlib.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base.h"
 #include "fd-util.h"
+#include "kernel.h"
 #include "missing.h"
 #include "mounts.h"
 #include "overlay.h"
@@ -79,27 +78,73 @@ static int strip_ours(const char *root) {
         return -ELOOP;
 }
 
-void base_open_cancel(BaseOpen *b) {
-        b->sock = safe_close(b->sock);
-        b->fd = safe_close(b->fd);
-        if (b->pid > 0) {
-                /* Not answered: its answer is not wanted (its namespace and clone go with it). */
-                if (!b->answered)
-                        (void) kill(b->pid, SIGKILL);
-                while (waitpid(b->pid, NULL, 0) < 0 && errno == EINTR)
-                        ;
-                b->pid = 0;
+/* The helper: a thread of ours, so that no process is copied for it (a fork costs the copy of
+ * our page tables and, after it, a copy of every page either side writes).  Its mount namespace
+ * is its own (unshare(CLONE_NEWNS) unshares the thread's file system context with it): the
+ * mounts it takes off are gone there only, and its mount table is /proc/thread-self/mountinfo
+ * (mounts.c reads that one, and keeps its cache per thread).  The namespace goes when the thread
+ * ends; the clone it made is a detached tree of its own, which lives as long as its fd. */
+struct BaseJob {
+        pthread_t thread;
+        char *root;
+        int r;     /* the answer: >= 0 with tree, or a negative errno */
+        int tree;
+};
+
+static void *base_work(void *userdata) {
+        BaseJob *j = userdata;
+        int k;
+
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+                j->r = -errno;
+                return NULL;
         }
-        b->answered = false;
+        k = strip_ours(j->root);
+        if (k >= 0) {
+                j->tree = open_tree(AT_FDCWD, j->root, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+                if (j->tree < 0)
+                        k = -errno;
+        }
+        /* EPERM tells the caller "no mount namespace for this process" (unshare() above):
+         * another step denied is another error. */
+        j->r = k == -EPERM ? -EACCES : k;
+        return NULL;
+}
+
+/* Waits for the helper and frees it; its answer (the tree, or the error) is returned. */
+static int base_job_join(BaseOpen *b, int *ret_tree) {
+        BaseJob *j = TAKE_PTR(b->job);
+        int r;
+
+        if (!j)
+                return -EBADF;
+        (void) pthread_join(j->thread, NULL);
+        r = j->r;
+        if (r >= 0 && ret_tree)
+                *ret_tree = TAKE_FD(j->tree);
+        safe_close(j->tree);
+        free(j->root);
+        free(j);
+        return r;
+}
+
+void base_open_cancel(BaseOpen *b) {
+        b->fd = safe_close(b->fd);
+        /* A thread cannot be stopped from outside: it ends on its own (strip_ours() is bounded),
+         * and its answer is not wanted. */
+        (void) base_job_join(b, NULL);
+}
+
+bool base_open_pending(const BaseOpen *b) {
+        return b->job || b->fd >= 0;
 }
 
 int base_root_open_start(int root_fd, const char *root, BaseOpen *ret) {
         _cleanup_strv_free_ char **targets = NULL;
-        _cleanup_close_ int sock_parent = -EBADF, sock_child = -EBADF;
-        int pair[2], fd, r;
-        pid_t pid;
+        BaseJob *j;
+        int fd, r;
 
-        *ret = (BaseOpen) { .sock = -EBADF, .fd = -EBADF };
+        *ret = (BaseOpen) { .fd = -EBADF };
         r = mount_targets_of("overlay", OVERLAY_SOURCE, root, &targets);
         if (r < 0)
                 return r;
@@ -111,75 +156,40 @@ int base_root_open_start(int root_fd, const char *root, BaseOpen *ret) {
                 return 0;
         }
 
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
-                return negative_errno();
-        sock_parent = pair[0];
-        sock_child = pair[1];
-        pid = fork();
-        if (pid < 0)
-                return negative_errno();
-        if (pid == 0) {
-                _cleanup_close_ int tree = -EBADF;
-                int k;
-
-                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
-                sock_parent = safe_close(sock_parent);
-                if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
-                        k = -errno;
-                        (void) send_with_fds(sock_child, &k, sizeof(k), NULL, 0);
-                        _exit(1);
-                }
-                k = strip_ours(root);
-                if (k >= 0) {
-                        tree = open_tree(AT_FDCWD, root, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-                        if (tree < 0)
-                                k = -errno;
-                }
-                /* EPERM tells the caller "no mount namespace for this process" (unshare()
-                 * above): another step denied is another error. */
-                if (k == -EPERM)
-                        k = -EACCES;
-                (void) send_with_fds(sock_child, &k, sizeof(k), k >= 0 ? &tree : NULL, k >= 0 ? 1 : 0);
-                _exit(k >= 0 ? 0 : 1);
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        *j = (BaseJob) { .tree = -EBADF, .root = strdup(root) };
+        if (!j->root) {
+                free(j);
+                return -ENOMEM;
         }
+        /* Probed here, not raced for by the helper (kernel.c caches what it learns). */
+        (void) kernel_has(KERNEL_UNIQUE_MOUNT_ID);
         /* It is to strip and clone while the caller reads the journal and the mount table. */
-        cpu_nudge_away(pid);
-        ret->pid = pid;
-        ret->sock = TAKE_FD(sock_parent);
+        if (!thread_start_masked(&j->thread, base_work, j)) {
+                free(j->root);
+                free(j);
+                return -EAGAIN;
+        }
+        ret->job = j;
         return 0;
 }
 
 int base_root_open_finish(BaseOpen *b, int *ret_fd) {
-        _cleanup_free_ char *data = NULL;
-        int fd = -EBADF, status = 0, r, k = -EIO;
-        size_t n_fds = 0;
+        int tree = -EBADF, r;
 
-        if (b->pid == 0) {
+        if (!b->job) {
                 if (b->fd < 0)
                         return -EBADF;
                 *ret_fd = TAKE_FD(b->fd);
                 return 0;
         }
-        cpu_nudge_back(b->pid);
-        r = recv_with_fds(b->sock, &data, &fd, 1, &n_fds);
-        b->sock = safe_close(b->sock);
-        if (r >= 0)
-                memcpy(&k, data, sizeof(k)); /* the helper always sends an int */
-        if (r >= 0 && k >= 0 && n_fds == 1) {
-                /* Its exit is left to _cancel(). */
-                b->answered = true;
-                *ret_fd = fd;
-                return 0;
-        }
-        while (waitpid(b->pid, &status, 0) < 0)
-                if (errno != EINTR)
-                        break;
-        b->pid = 0;
+        r = base_job_join(b, &tree);
         if (r < 0)
                 return r;
-        if (n_fds > 0)
-                safe_close(fd);
-        return k < 0 ? k : -EIO;
+        *ret_fd = tree;
+        return 0;
 }
 
 int base_root_open(int root_fd, const char *root, int *ret_fd) {

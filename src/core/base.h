@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
-#include <sys/types.h>
 
 /* The base: the root as it is below sysextd's trees (base.c). */
 
@@ -12,18 +12,17 @@
  * below it.  Read host facts through it, with RESOLVE_IN_ROOT. */
 int base_root_open(int root_fd, const char *root, int *ret_fd);
 
-/* The same in two steps, so that the caller works while the helper does (the helper process is
- * forked by _start(), its answer taken by _finish()).  _cancel() ends one not finished, and
- * frees one finished (b may be { .sock = -EBADF, .fd = -EBADF } never started).  A helper that
- * answered is reaped by _cancel(), not by _finish(): its exit, which tears down its copy of the
- * mount tree, is nothing the caller need wait for (the caller cancels before it unlocks: the
- * helper inherited the lock). */
+/* The same in two steps, so that the caller works while the helper does (the helper, a thread
+ * in a mount namespace of its own, is started by _start(), its answer taken by _finish()).
+ * _cancel() waits for one not finished and drops its answer, and frees one finished (b may be
+ * BASE_OPEN_INIT, never started).  _pending(): started and not yet finished. */
+typedef struct BaseJob BaseJob;
 typedef struct BaseOpen {
-        pid_t pid; /* the helper; 0: none (fd is the answer, or nothing was started) */
-        int sock;
+        BaseJob *job; /* the helper; NULL: none (fd is the answer, or nothing was started) */
         int fd;
-        bool answered; /* pid has answered and is exiting, to be reaped */
 } BaseOpen;
+#define BASE_OPEN_INIT ((BaseOpen) { .fd = -EBADF })
 int base_root_open_start(int root_fd, const char *root, BaseOpen *ret);
 int base_root_open_finish(BaseOpen *b, int *ret_fd);
+bool base_open_pending(const BaseOpen *b);
 void base_open_cancel(BaseOpen *b);

@@ -104,7 +104,7 @@ int engine_new(const char *root, EngineConfig *config, Engine **ret) {
         if (!e)
                 return -ENOMEM;
         e->root_fd = e->lock_fd = e->journal_fd = e->facts_fd = e->layers_ns = -EBADF;
-        e->facts_pending = (BaseOpen) { .sock = -EBADF, .fd = -EBADF };
+        e->facts_pending = BASE_OPEN_INIT;
         e->config = *config;
         *config = (EngineConfig) {};
         for (int k = 0; k < _IMAGE_CLASS_MAX; k++)
@@ -455,7 +455,7 @@ static int engine_facts(Engine *e, int *ret) {
         int r;
 
         if (e->facts_fd < 0) {
-                if (e->facts_pending.pid > 0 || e->facts_pending.fd >= 0)
+                if (base_open_pending(&e->facts_pending))
                         r = base_root_open_finish(&e->facts_pending, &e->facts_fd);
                 else
                         r = base_root_open(e->root_fd, e->root, &e->facts_fd);
@@ -482,7 +482,7 @@ static void engine_facts_close(Engine *e) {
 /* The base's helper, started now and answered when engine_facts() first needs it; a failure
  * here is left for engine_facts() to meet again and report. */
 static void engine_facts_start(Engine *e) {
-        if (e->facts_fd >= 0 || e->facts_pending.pid > 0 || e->facts_pending.fd >= 0)
+        if (e->facts_fd >= 0 || base_open_pending(&e->facts_pending))
                 return;
         if (base_root_open_start(e->root_fd, e->root, &e->facts_pending) < 0)
                 base_open_cancel(&e->facts_pending);

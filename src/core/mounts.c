@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Mount table reading: /proc/self/mountinfo (proc_pid_mountinfo(5)), parsed here, and the
- * identity of mounts.
+ * Mount table reading: /proc/thread-self/mountinfo (proc_pid_mountinfo(5)), parsed here, and
+ * the identity of mounts.
  *
- * Two sources are combined: /proc/self/mountinfo describes every mount, covered or not, by
+ * Two sources are combined: the mountinfo file describes every mount, covered or not, by
  * its 32-bit id; statx() on a live path says which mount a reader of that path reaches (and
  * its unique id on Linux 6.8).  What is visible is always decided at the live path: a
  * mountinfo path also names mounts hidden under another mount.
@@ -192,7 +192,7 @@ static int mountinfo_open(pid_t pid) {
         if (pid > 0)
                 snprintf(path, sizeof(path), "%s%i/mountinfo", proc_prefix(), (int) pid);
         else
-                snprintf(path, sizeof(path), "%sself/mountinfo", proc_prefix());
+                snprintf(path, sizeof(path), "%sthread-self/mountinfo", proc_prefix());
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         return fd < 0 ? negative_errno() : fd;
 }
@@ -214,8 +214,10 @@ static int table_read_of(pid_t pid, MountTable *ret) {
  * process calls mount_table_cache_invalidate().  A forked child (another pid) is in no
  * operation until it begins one, and never uses its parent's cache or its open file (polling
  * the shared file would take the parent's events); a process in another namespace
- * (/proc/self/ns/mnt) reads its own. */
-static struct {
+ * (/proc/self/ns/mnt) reads its own.  "Our" namespace is the calling thread's: a thread may have
+ * one of its own (base.c), so the table is /proc/thread-self/mountinfo and the cache is kept
+ * per thread (a thread starts with none). */
+static _Thread_local struct {
         unsigned depth;  /* begin() calls not ended, by scope_pid */
         pid_t scope_pid; /* the process whose operation it is: a forked child's is none */
         int fd;
@@ -285,7 +287,7 @@ static ino_t our_namespace(void) {
         char path[64];
         struct stat st;
 
-        snprintf(path, sizeof(path), "%sself/ns/mnt", proc_prefix());
+        snprintf(path, sizeof(path), "%sthread-self/ns/mnt", proc_prefix());
         return stat(path, &st) < 0 ? 0 : st.st_ino;
 }
 
