@@ -476,6 +476,11 @@ static int on_post_job_late(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+/* The next job is one after which the live layers are watched anew. */
+static bool next_job_rebuilds(const Manager *m) {
+        return m->queue && m->queue->pid == 0 && (m->queue->type == JOB_TRANSITION || m->queue->type == JOB_COMMIT);
+}
+
 static int on_post_job(sd_event_source *s, void *userdata) {
         Manager *m = userdata;
 
@@ -484,6 +489,21 @@ static int on_post_job(sd_event_source *s, void *userdata) {
 
                 if (st && engine_status(m->engine, NULL, st) >= 0) {
                         manager_emit_changes(m, st);
+                        /* A transition waits: the watch is rebuilt after it (its own post_job
+                         * does, or manager_start_next() if it does not start), not for trees
+                         * about to go.  (check_all() leaves them alone meanwhile.) */
+                        if (m->post_job_rebuild && next_job_rebuilds(m)) {
+                                engine_status_done(st);
+                                free(st);
+                                m->post_job_pending = false;
+                                if (s)
+                                        (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                                if (m->post_job_timer)
+                                        (void) sd_event_source_set_enabled(m->post_job_timer, SD_EVENT_OFF);
+                                (void) manager_start_next(m);
+                                manager_update_idle(m);
+                                return 0;
+                        }
                         if (m->post_job_rebuild && s && sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) >= 0) {
                                 m->post_status = st;
                                 (void) event_arm_after(m->event, &m->post_job_timer, POST_JOB_LATEST_USEC, on_post_job_late, m);
@@ -756,6 +776,11 @@ static int manager_start_next(Manager *m) {
                 job_fail_varlink(j, r);
                 m->queue = j->next;
                 job_free(j);
+        }
+        /* A watch left for a job that then did not start (on_post_job()) is rebuilt now. */
+        if (!m->queue && m->post_job_rebuild) {
+                m->post_job_rebuild = false;
+                layer_watch_rebuild(m, NULL);
         }
         if (!m->queue)
                 (void) sd_notify(false, "STATUS=Idle.");

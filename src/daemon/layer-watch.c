@@ -4,7 +4,9 @@
  * a stat() per layer and a sysfs read per loop device is all a check costs.
  *
  * What is watched, rebuilt from the journal at start and after every transition (one inotify
- * instance for the daemon's life: closing one stalls the caller for a grace period):
+ * instance for the daemon's life: closing one stalls the caller for a grace period; the watch
+ * of an image file that stays a layer as recorded is kept, not added again; when another
+ * transition is already queued, after that one, in the bus process's time between jobs):
  *   - each live image file with inotify: IN_MODIFY (written in place), IN_ATTRIB (its link
  *     count drops when it is deleted or renamed over while the loop device keeps it open, so
  *     IN_DELETE_SELF does not come), IN_DELETE_SELF, IN_MOVE_SELF, and IN_CLOSE_NOWRITE /
@@ -79,13 +81,17 @@ struct LayerWatch {
 
 static int on_inotify(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 
+static void layers_free(WatchedLayer *layers, size_t n, ImageList *images) {
+        for (size_t i = 0; i < n; i++)
+                free(layers[i].base);
+        free(layers);
+        image_list_free(images);
+}
+
 static void layers_clear(LayerWatch *w) {
-        for (size_t i = 0; i < w->n_layers; i++)
-                free(w->layers[i].base);
-        free(w->layers);
+        layers_free(w->layers, w->n_layers, &w->images);
         w->layers = NULL;
         w->n_layers = 0;
-        image_list_free(&w->images);
 }
 
 static void inotify_close(LayerWatch *w) {
@@ -119,14 +125,29 @@ static bool wd_in_use(const LayerWatch *w, int wd) {
 /* The inotify instance lives as long as the watch: closing one waits for the kernel to retire
  * its marks (an SRCU grace period, 5-16 ms here), which in the bus process is that long without
  * an answer to anyone.  A rebuild drops what is queued (the transition's own reads of the image
- * files; the check at the end of the rebuild looks at everything anyway), re-adds the watches
- * (an inode watched already keeps its descriptor) and removes those no layer uses now. */
-static int inotify_prepare(LayerWatch *w) {
-        char buf[4096];
+ * files; the check at the end of the rebuild looks at everything anyway), keeps the watch of each
+ * image file still live as recorded (prev: the layers before the rebuild; one whose watch the
+ * kernel retired meanwhile, IN_IGNORED, is watched anew), adds the others, and removes those no
+ * layer uses now. */
+static int inotify_prepare(LayerWatch *w, WatchedLayer *prev, size_t n_prev) {
+        union {
+                struct inotify_event ev;
+                char buf[16 * 1024];
+        } u;
+        ssize_t n;
 
         if (w->inotify_fd >= 0) {
-                while (read(w->inotify_fd, buf, sizeof(buf)) > 0)
-                        ;
+                while ((n = read(w->inotify_fd, &u, sizeof(u))) > 0)
+                        for (char *p = u.buf; p < u.buf + n;) {
+                                struct inotify_event *ev = (struct inotify_event *) p;
+
+                                p += sizeof(struct inotify_event) + ev->len;
+                                if (!(ev->mask & IN_IGNORED))
+                                        continue;
+                                for (size_t i = 0; i < n_prev; i++)
+                                        if (prev[i].file_wd == ev->wd)
+                                                prev[i].file_wd = -1;
+                        }
                 return 0;
         }
         w->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -137,6 +158,20 @@ static int inotify_prepare(LayerWatch *w) {
                 return -ENOMEM;
         }
         return 0;
+}
+
+/* The watch an earlier generation's layer has on this image's file, if it is the same file:
+ * same path, kind and identity as recorded (the watch follows the inode, which a transition
+ * that kept the layer did not change).  -1: none. */
+static int reusable_file_wd(const WatchedLayer *prev, size_t n_prev, const Image *img) {
+        for (size_t i = 0; i < n_prev; i++) {
+                const Image *p = prev[i].img;
+
+                if (prev[i].file_wd >= 0 && p->kind == img->kind && p->st.st_dev == img->st.st_dev &&
+                    p->st.st_ino == img->st.st_ino && streq(p->path, img->path))
+                        return prev[i].file_wd;
+        }
+        return -1;
 }
 
 static void inotify_forget(LayerWatch *w, const int *old, size_t n_old) {
@@ -282,6 +317,8 @@ static int on_inotify(sd_event_source *s, int fd, uint32_t revents, void *userda
                                 if (ev->wd == l->file_wd) {
                                         if ((ev->mask & IN_MODIFY) && l->img->kind != IMAGE_DIRECTORY)
                                                 l->modify_seen = true;
+                                        if (ev->mask & IN_IGNORED)
+                                                l->file_wd = -1; /* retired: a rebuild watches anew */
                                         any = true;
                                 } else if (ev->wd == l->dir_wd &&
                                            (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED) ||
@@ -367,8 +404,10 @@ void layer_watch_rebuild(Manager *m, EngineStatus *status) {
         EngineStatus *st = status;
         _cleanup_free_ char *prev_dir = NULL;
         _cleanup_free_ int *old_wds = NULL;
+        WatchedLayer *prev = NULL;
+        ImageList prev_images = {};
         int prev_dir_wd = -1;
-        size_t n_live = 0, n_old = 0;
+        size_t n_live = 0, n_old = 0, n_prev = 0, n_kept = 0;
 
         if (!w)
                 return;
@@ -381,9 +420,16 @@ void layer_watch_rebuild(Manager *m, EngineStatus *status) {
                 return; /* resolved by the next job, which rebuilds again */
 
         old_wds = layers_wds(w, &n_old);
-        if (!old_wds && n_old > 0)
+        if (!old_wds && n_old > 0) {
                 inotify_close(w); /* no list to go by: a new instance */
-        layers_clear(w);
+                layers_clear(w);
+        }
+        /* The layers watched so far, until the new ones took what they can of them. */
+        prev = TAKE_PTR(w->layers);
+        n_prev = w->n_layers;
+        prev_images = w->images;
+        w->n_layers = 0;
+        w->images = (ImageList) {};
         if (!w->have_generation || st->generation != w->generation) {
                 _cleanup_close_ int dfd = -EBADF;
 
@@ -401,15 +447,17 @@ void layer_watch_rebuild(Manager *m, EngineStatus *status) {
                 n_live += watch_image_live(&w->images.images[i]);
         if (n_live == 0) {
                 inotify_forget(w, old_wds, n_old);
+                layers_free(prev, n_prev, &prev_images);
                 return;
         }
         w->layers = calloc(n_live, sizeof(WatchedLayer));
         if (!w->layers) {
                 log_oom();
                 inotify_forget(w, old_wds, n_old);
+                layers_free(prev, n_prev, &prev_images);
                 return;
         }
-        (void) inotify_prepare(w);
+        (void) inotify_prepare(w, prev, n_prev);
 
         for (size_t i = 0; i < w->images.n; i++) {
                 Image *img = &w->images.images[i];
@@ -429,13 +477,18 @@ void layer_watch_rebuild(Manager *m, EngineStatus *status) {
                         log_oom();
                         continue;
                 }
-                l->file_wd = add_watch_at(w->inotify_fd, m->engine->root_fd, rel,
-                                          img->kind == IMAGE_DIRECTORY ? DIRECTORY_IMAGE_MASK : FILE_MASK);
+                l->file_wd = reusable_file_wd(prev, n_prev, img);
+                if (l->file_wd >= 0)
+                        n_kept++;
+                else
+                        l->file_wd = add_watch_at(w->inotify_fd, m->engine->root_fd, rel,
+                                                  img->kind == IMAGE_DIRECTORY ? DIRECTORY_IMAGE_MASK : FILE_MASK);
                 if (slash) {
                         _cleanup_free_ char *dir = strndup(rel, slash - rel);
 
                         /* Images mostly share a directory: it is watched once (inotify gives
-                         * one watch per inode anyway). */
+                         * one watch per inode anyway), and anew at each rebuild (it may be
+                         * another directory by that name now). */
                         if (dir && prev_dir && streq(dir, prev_dir))
                                 l->dir_wd = prev_dir_wd;
                         else if (dir) {
@@ -450,7 +503,9 @@ void layer_watch_rebuild(Manager *m, EngineStatus *status) {
                                   img->path, l->file_wd, l->dir_wd);
         }
         inotify_forget(w, old_wds, n_old);
-        log_debug("Watching %zu live layer(s) of generation %" PRIu64 ".", w->n_layers, w->generation);
+        layers_free(prev, n_prev, &prev_images);
+        log_debug("Watching %zu live layer(s) of generation %" PRIu64 " (%zu file watch(es) kept).", w->n_layers,
+                  w->generation, n_kept);
         /* What changed between the transition (or, at the start, while no daemon watched) and
          * now. */
         w->rebuilding = true;
