@@ -114,10 +114,14 @@ static void *base_work(void *userdata) {
 /* Waits for the helper and frees it; its answer (the tree, or the error) is returned. */
 static int base_job_join(BaseOpen *b, int *ret_tree) {
         BaseJob *j = TAKE_PTR(b->job);
+        cpu_set_t mask;
         int r;
 
         if (!j)
                 return -EBADF;
+        /* What is left of its work may use this CPU now. */
+        if (sched_getaffinity(0, sizeof(mask), &mask) >= 0)
+                (void) pthread_setaffinity_np(j->thread, sizeof(mask), &mask);
         (void) pthread_join(j->thread, NULL);
         r = j->r;
         if (r >= 0 && ret_tree)
@@ -141,6 +145,7 @@ bool base_open_pending(const BaseOpen *b) {
 
 int base_root_open_start(int root_fd, const char *root, BaseOpen *ret) {
         _cleanup_strv_free_ char **targets = NULL;
+        cpu_set_t elsewhere;
         BaseJob *j;
         int fd, r;
 
@@ -172,6 +177,10 @@ int base_root_open_start(int root_fd, const char *root, BaseOpen *ret) {
                 free(j);
                 return -EAGAIN;
         }
+        /* Off this CPU, where it would mostly wait until the caller blocks (util.h,
+         * cpu_nudge_away()). */
+        if (cpu_mask_elsewhere(&elsewhere))
+                (void) pthread_setaffinity_np(j->thread, sizeof(elsewhere), &elsewhere);
         ret->job = j;
         return 0;
 }

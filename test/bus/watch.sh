@@ -143,6 +143,20 @@ wait_generation_above() {
 $(bus_log)"
 }
 
+# reported_modified NAME — NAME's image written in place is reported as modified (status and
+# ImageChanged), with no refresh by the daemon itself; a plain refresh then leaves status clean.
+reported_modified() {
+	local g
+	g=$(generation)
+	write_in_place "$EXT/$1.raw"
+	wait_signal_for "$1" modified
+	wait_changed "$1" modified
+	assert_eq "$(generation)" "$g" "report: no refresh by itself"
+	run_cli refresh
+	assert_ok "refresh after $1 was written in place"
+	assert_clean "after the refresh"
+}
+
 # ext1 v2 and v3: other content, for rename over.
 make_version() {
 	local t
@@ -194,14 +208,7 @@ else
 fi
 
 check "(a) an image written in place: reported as modified"
-g=$(generation)
-write_in_place "$EXT/ext2.raw"
-wait_signal_for ext2 modified
-wait_changed ext2 modified
-assert_eq "$(generation)" "$g" "report: no refresh by itself"
-run_cli refresh
-assert_ok refresh
-assert_clean "after the refresh"
+reported_modified ext2
 
 check "(a) an image renamed over: reported as replaced; the live tree keeps the old content"
 g=$(generation)
@@ -254,23 +261,10 @@ for i in 2 3 4; do
 done
 assert_file_content "$R/usr/share/ext1/hello" "hello from ext1 v2"
 assert_clean "after the refreshes"
-g=$(generation)
-write_in_place "$EXT/ext2.raw"
-wait_signal_for ext2 modified
-wait_changed ext2 modified
-assert_eq "$(generation)" "$g" "report: no refresh by itself"
-run_cli refresh
-assert_ok "refresh after ext2 was written in place"
-assert_clean "after the refresh"
+reported_modified ext2
 
 check "(d) the file that replaced a layer is watched: a write in place and a rename over are reported"
-g=$(generation)
-write_in_place "$EXT/ext1.raw"
-wait_signal_for ext1 modified
-wait_changed ext1 modified
-run_cli refresh
-assert_ok "refresh after the new ext1 was written in place"
-assert_clean "after the refresh"
+reported_modified ext1
 cp "$WORK/ext1-v3.raw" "$EXT/.ext1.new"
 mv -f "$EXT/.ext1.new" "$EXT/ext1.raw"
 wait_changed ext1 replaced
@@ -289,11 +283,7 @@ for i in 1 2 3 4; do
 done
 for p in "${pids[@]}"; do wait "$p" || fail "a queued refresh failed: $(cat "$WORK"/bg-*.out)"; done
 assert_eq "$(watches "1 3")" "1 3" "after four queued refreshes"
-write_in_place "$EXT/ext2.raw"
-wait_changed ext2 modified
-run_cli refresh
-assert_ok "refresh after ext2 was written in place"
-assert_clean "after the refresh"
+reported_modified ext2
 
 check "(a) an image deleted: reported as deleted; the live tree still reads it"
 g=$(generation)
