@@ -205,15 +205,27 @@ int pidfd_get_pid(int fd, pid_t *ret) {
         return 0;
 }
 
-bool thread_start_masked(pthread_t *ret, void *(*fn)(void *), void *arg) {
+bool thread_start_masked_on(pthread_t *ret, void *(*fn)(void *), void *arg, const cpu_set_t *cpus) {
+        pthread_attr_t attr;
         sigset_t all, saved;
         bool started = false;
 
+        if (pthread_attr_init(&attr) != 0)
+                return false;
+        /* Set before the thread runs: pthread_setaffinity_np() on a thread that already ended
+         * would set the caller's own (glibc passes the thread's kernel id, 0 once it exited). */
+        if (cpus)
+                (void) pthread_attr_setaffinity_np(&attr, sizeof(*cpus), cpus);
         if (sigfillset(&all) == 0 && pthread_sigmask(SIG_BLOCK, &all, &saved) == 0) {
-                started = pthread_create(ret, NULL, fn, arg) == 0;
+                started = pthread_create(ret, &attr, fn, arg) == 0;
                 (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
         }
+        (void) pthread_attr_destroy(&attr);
         return started;
+}
+
+bool thread_start_masked(pthread_t *ret, void *(*fn)(void *), void *arg) {
+        return thread_start_masked_on(ret, fn, arg, NULL);
 }
 
 static void *release_work(void *userdata) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -54,8 +55,10 @@ int pidfd_get_pid(int fd, pid_t *ret);
  * the process ends.  A second start waits for the first (layers_release_start() instead leaves
  * a second list with its images). */
 /* Starts fn(arg) on a new thread with every signal blocked (signals stay the caller's);
- * false when no thread could be made. */
+ * false when no thread could be made.  _on(): allowed on cpus only (NULL: the caller's CPUs),
+ * set before it runs. */
 bool thread_start_masked(pthread_t *ret, void *(*fn)(void *), void *arg);
+bool thread_start_masked_on(pthread_t *ret, void *(*fn)(void *), void *arg, const cpu_set_t *cpus);
 
 typedef struct FdRelease {
         int *fds;

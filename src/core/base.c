@@ -119,7 +119,8 @@ static int base_job_join(BaseOpen *b, int *ret_tree) {
 
         if (!j)
                 return -EBADF;
-        /* What is left of its work may use this CPU now. */
+        /* What is left of its work may use this CPU now.  (Once it ended, the call sets this
+         * thread's own mask, to what it is.) */
         if (sched_getaffinity(0, sizeof(mask), &mask) >= 0)
                 (void) pthread_setaffinity_np(j->thread, sizeof(mask), &mask);
         (void) pthread_join(j->thread, NULL);
@@ -172,15 +173,13 @@ int base_root_open_start(int root_fd, const char *root, BaseOpen *ret) {
         /* Probed here, not raced for by the helper (kernel.c caches what it learns). */
         (void) kernel_has(KERNEL_UNIQUE_MOUNT_ID);
         /* It is to strip and clone while the caller reads the journal and the mount table. */
-        if (!thread_start_masked(&j->thread, base_work, j)) {
+        /* Off this CPU, where it would mostly wait until the caller blocks (util.h,
+         * cpu_nudge_away()). */
+        if (!thread_start_masked_on(&j->thread, base_work, j, cpu_mask_elsewhere(&elsewhere) ? &elsewhere : NULL)) {
                 free(j->root);
                 free(j);
                 return -EAGAIN;
         }
-        /* Off this CPU, where it would mostly wait until the caller blocks (util.h,
-         * cpu_nudge_away()). */
-        if (cpu_mask_elsewhere(&elsewhere))
-                (void) pthread_setaffinity_np(j->thread, sizeof(elsewhere), &elsewhere);
         ret->job = j;
         return 0;
 }

@@ -1599,7 +1599,8 @@ int engine_transition(Engine *e, EngineVerb verb, const EngineOptions *o) {
                 r = transition_locked(e, verb, o ?: &none);
                 mount_table_cache_end();
         }
-        /* The base's helper first: forked under the lock, it holds it while it lives. */
+        /* The base's helper first: it was started under the lock, and is joined (if its answer was
+         * not taken) before the lock goes. */
         engine_facts_close(e);
         e->layers_ns = safe_close(e->layers_ns);
         fd_release_finish(&e->release);

@@ -1452,7 +1452,6 @@ int image_probe_mounted_all(Image **images, int *fds, size_t n, const ProbeConte
         pthread_t threads[PROBE_THREADS_MAX];
         size_t n_threads = 0, want = probe_threads(n);
         ProbeWork w;
-        sigset_t all, saved;
 
         if (n == 0)
                 return 0;
@@ -1464,18 +1463,14 @@ int image_probe_mounted_all(Image **images, int *fds, size_t n, const ProbeConte
         w = (ProbeWork) { .images = images, .fds = fds, .results = results, .n = n, .ctx = ctx };
         /* Signals stay the caller's: the threads block them all.  A thread that cannot be
          * started leaves its share to the others. */
-        if (want > 0 && sigfillset(&all) == 0 && pthread_sigmask(SIG_BLOCK, &all, &saved) == 0) {
+        if (want > 0) {
                 cpu_set_t elsewhere;
                 bool nudge = cpu_mask_elsewhere(&elsewhere);
 
-                for (; n_threads < want; n_threads++) {
-                        if (pthread_create(&threads[n_threads], NULL, probe_work, &w) != 0)
+                /* Off this CPU, which this thread works on too (util.h, cpu_nudge_away()). */
+                for (; n_threads < want; n_threads++)
+                        if (!thread_start_masked_on(&threads[n_threads], probe_work, &w, nudge ? &elsewhere : NULL))
                                 break;
-                        /* Off this CPU, which this thread works on too (util.h, cpu_nudge_away()). */
-                        if (nudge)
-                                (void) pthread_setaffinity_np(threads[n_threads], sizeof(elsewhere), &elsewhere);
-                }
-                (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
         }
         probe_work(&w);
         for (size_t t = 0; t < n_threads; t++) {

@@ -483,6 +483,7 @@ static bool next_job_rebuilds(const Manager *m) {
 
 static int on_post_job(sd_event_source *s, void *userdata) {
         Manager *m = userdata;
+        bool keep_rebuild = false;
 
         if (!m->post_status) {
                 EngineStatus *st = calloc(1, sizeof(EngineStatus));
@@ -492,24 +493,13 @@ static int on_post_job(sd_event_source *s, void *userdata) {
                         /* A transition waits: the watch is rebuilt after it (its own post_job
                          * does, or manager_start_next() if it does not start), not for trees
                          * about to go.  (check_all() leaves them alone meanwhile.) */
-                        if (m->post_job_rebuild && next_job_rebuilds(m)) {
-                                engine_status_done(st);
-                                free(st);
-                                m->post_job_pending = false;
-                                if (s)
-                                        (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
-                                if (m->post_job_timer)
-                                        (void) sd_event_source_set_enabled(m->post_job_timer, SD_EVENT_OFF);
-                                (void) manager_start_next(m);
-                                manager_update_idle(m);
-                                return 0;
-                        }
-                        if (m->post_job_rebuild && s && sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) >= 0) {
+                        if (m->post_job_rebuild && next_job_rebuilds(m))
+                                keep_rebuild = true;
+                        else if (m->post_job_rebuild && s && sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) >= 0) {
                                 m->post_status = st;
                                 (void) event_arm_after(m->event, &m->post_job_timer, POST_JOB_LATEST_USEC, on_post_job_late, m);
                                 return 0;
-                        }
-                        if (m->post_job_rebuild)
+                        } else if (m->post_job_rebuild)
                                 layer_watch_rebuild(m, st);
                 }
                 if (st) {
@@ -520,7 +510,7 @@ static int on_post_job(sd_event_source *s, void *userdata) {
                 layer_watch_rebuild(m, m->post_status);
                 post_status_free(m);
         }
-        m->post_job_rebuild = false;
+        m->post_job_rebuild = keep_rebuild;
         m->post_job_pending = false;
         if (s)
                 (void) sd_event_source_set_enabled(s, SD_EVENT_OFF); /* run by the timer */

@@ -70,6 +70,7 @@ struct LayerWatch {
         WatchChangeList changed; /* reported under this generation (changed.json) */
 
         int inotify_fd;
+        bool overflowed; /* events were lost (IN_Q_OVERFLOW): the next rebuild keeps no watch */
         sd_event_source *inotify_source;
         int uevent_fd;
         sd_event_source *uevent_source;
@@ -142,6 +143,8 @@ static int inotify_prepare(LayerWatch *w, WatchedLayer *prev, size_t n_prev) {
                                 struct inotify_event *ev = (struct inotify_event *) p;
 
                                 p += sizeof(struct inotify_event) + ev->len;
+                                if (ev->mask & IN_Q_OVERFLOW)
+                                        w->overflowed = true; /* an IN_IGNORED may be among the lost */
                                 if (!(ev->mask & IN_IGNORED))
                                         continue;
                                 for (size_t i = 0; i < n_prev; i++)
@@ -308,6 +311,7 @@ static int on_inotify(sd_event_source *s, int fd, uint32_t revents, void *userda
 
                         p += sizeof(struct inotify_event) + ev->len;
                         if (ev->mask & IN_Q_OVERFLOW) {
+                                w->overflowed = true;
                                 any = true;
                                 continue;
                         }
@@ -407,7 +411,7 @@ void layer_watch_rebuild(Manager *m, EngineStatus *status) {
         WatchedLayer *prev = NULL;
         ImageList prev_images = {};
         int prev_dir_wd = -1;
-        size_t n_live = 0, n_old = 0, n_prev = 0, n_kept = 0;
+        size_t n_live = 0, n_old = 0, n_prev = 0, n_reusable, n_kept = 0;
 
         if (!w)
                 return;
@@ -428,6 +432,7 @@ void layer_watch_rebuild(Manager *m, EngineStatus *status) {
         prev = TAKE_PTR(w->layers);
         n_prev = w->n_layers;
         prev_images = w->images;
+        n_reusable = n_prev;
         w->n_layers = 0;
         w->images = (ImageList) {};
         if (!w->have_generation || st->generation != w->generation) {
@@ -458,6 +463,12 @@ void layer_watch_rebuild(Manager *m, EngineStatus *status) {
                 return;
         }
         (void) inotify_prepare(w, prev, n_prev);
+        if (w->overflowed) {
+                /* A watch the kernel retired may not have been announced: all are added again
+                 * (an inode still watched keeps its descriptor). */
+                n_reusable = 0;
+                w->overflowed = false;
+        }
 
         for (size_t i = 0; i < w->images.n; i++) {
                 Image *img = &w->images.images[i];
@@ -477,7 +488,7 @@ void layer_watch_rebuild(Manager *m, EngineStatus *status) {
                         log_oom();
                         continue;
                 }
-                l->file_wd = reusable_file_wd(prev, n_prev, img);
+                l->file_wd = reusable_file_wd(prev, n_reusable, img);
                 if (l->file_wd >= 0)
                         n_kept++;
                 else

@@ -102,6 +102,47 @@ static void test_cpu_nudge(void) {
         CHECK(waitpid(child, &status, 0) == child);
 }
 
+typedef struct SeenMask {
+        cpu_set_t mask;
+        sigset_t blocked;
+        int r;
+} SeenMask;
+
+static void *record_mask(void *userdata) {
+        SeenMask *m = userdata;
+
+        m->r = sched_getaffinity(0, sizeof(m->mask), &m->mask);
+        (void) pthread_sigmask(SIG_BLOCK, NULL, &m->blocked);
+        return NULL;
+}
+
+/* thread_start_masked_on(): the thread runs on the CPUs given from its first instruction, with
+ * every signal blocked, and the caller's own mask is left alone, also when the thread ended
+ * before the caller went on (the earlier pattern, pthread_setaffinity_np() after the start, set
+ * the caller's mask then: glibc passes the ended thread's kernel id, 0); NULL: the caller's. */
+static void test_thread_start_on(void) {
+        cpu_set_t mine, elsewhere, now;
+        SeenMask seen;
+        pthread_t t;
+
+        CHECK(sched_getaffinity(0, sizeof(mine), &mine) == 0);
+        for (int round = 0; round < 50; round++) {
+                bool other = cpu_mask_elsewhere(&elsewhere);
+
+                seen = (SeenMask) { .r = -1 };
+                CHECK(thread_start_masked_on(&t, record_mask, &seen, other ? &elsewhere : NULL));
+                CHECK(pthread_join(t, NULL) == 0);
+                CHECK(seen.r == 0);
+                CHECK(CPU_EQUAL(&seen.mask, other ? &elsewhere : &mine));
+                CHECK(sigismember(&seen.blocked, SIGTERM) == 1 && sigismember(&seen.blocked, SIGCHLD) == 1);
+                CHECK(sched_getaffinity(0, sizeof(now), &now) == 0 && CPU_EQUAL(&now, &mine));
+        }
+        seen = (SeenMask) { .r = -1 };
+        CHECK(thread_start_masked(&t, record_mask, &seen));
+        CHECK(pthread_join(t, NULL) == 0);
+        CHECK(seen.r == 0 && CPU_EQUAL(&seen.mask, &mine));
+}
+
 /* fd_release_start(): every fd given is closed by fd_release_finish() (on the thread); negative
  * entries are skipped; nothing to close starts no thread. */
 static void test_fd_release(void) {
@@ -147,6 +188,7 @@ int main(void) {
                 return 1;
         test_pidfd_get_pid();
         test_cpu_nudge();
+        test_thread_start_on();
         dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0 || mkdirat(dfd, "a", 0755) < 0 || mkdirat(dfd, "a/b", 0755) < 0)
                 return 1;
