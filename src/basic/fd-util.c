@@ -228,6 +228,15 @@ bool thread_start_masked(pthread_t *ret, void *(*fn)(void *), void *arg) {
         return thread_start_masked_on(ret, fn, arg, NULL);
 }
 
+void thread_join_here(pthread_t thread) {
+        cpu_set_t mask;
+
+        /* Once it ended, the call sets this thread's own mask, to what it is. */
+        if (sched_getaffinity(0, sizeof(mask), &mask) >= 0)
+                (void) pthread_setaffinity_np(thread, sizeof(mask), &mask);
+        (void) pthread_join(thread, NULL);
+}
+
 static void *release_work(void *userdata) {
         FdRelease *rel = userdata;
 

@@ -59,6 +59,9 @@ int pidfd_get_pid(int fd, pid_t *ret);
  * set before it runs. */
 bool thread_start_masked(pthread_t *ret, void *(*fn)(void *), void *arg);
 bool thread_start_masked_on(pthread_t *ret, void *(*fn)(void *), void *arg, const cpu_set_t *cpus);
+/* Joins a thread started elsewhere (_on()), letting what is left of its work use the caller's
+ * CPUs meanwhile. */
+void thread_join_here(pthread_t thread);
 
 typedef struct FdRelease {
         int *fds;

@@ -114,16 +114,11 @@ static void *base_work(void *userdata) {
 /* Waits for the helper and frees it; its answer (the tree, or the error) is returned. */
 static int base_job_join(BaseOpen *b, int *ret_tree) {
         BaseJob *j = TAKE_PTR(b->job);
-        cpu_set_t mask;
         int r;
 
         if (!j)
                 return -EBADF;
-        /* What is left of its work may use this CPU now.  (Once it ended, the call sets this
-         * thread's own mask, to what it is.) */
-        if (sched_getaffinity(0, sizeof(mask), &mask) >= 0)
-                (void) pthread_setaffinity_np(j->thread, sizeof(mask), &mask);
-        (void) pthread_join(j->thread, NULL);
+        thread_join_here(j->thread);
         r = j->r;
         if (r >= 0 && ret_tree)
                 *ret_tree = TAKE_FD(j->tree);

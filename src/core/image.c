@@ -1473,14 +1473,8 @@ int image_probe_mounted_all(Image **images, int *fds, size_t n, const ProbeConte
                                 break;
         }
         probe_work(&w);
-        for (size_t t = 0; t < n_threads; t++) {
-                cpu_set_t all_cpus;
-
-                /* Its last image may use this CPU now. */
-                if (sched_getaffinity(0, sizeof(all_cpus), &all_cpus) >= 0)
-                        (void) pthread_setaffinity_np(threads[t], sizeof(all_cpus), &all_cpus);
-                (void) pthread_join(threads[t], NULL);
-        }
+        for (size_t t = 0; t < n_threads; t++)
+                thread_join_here(threads[t]); /* its last image may use this CPU now */
 #ifdef SYSEXTD_TEST_HOOKS
         testhook_point("probe-threads", (long) n_threads);
 #endif
